@@ -1,0 +1,85 @@
+// prefix_hash.cc: the two prefix-hash schemes (see prefix_hash.h).
+#include "cht/prefix_hash.h"
+
+#define XXH_STATIC_LINKING_ONLY  // XXH64_state_t on the stack: no allocation per prompt
+#include <xxhash.h>
+
+#include <algorithm>
+#include <thread>
+
+#include "cht/check.h"
+
+namespace feather {
+namespace {
+
+constexpr uint64_t kStreamingSeed = 0;
+constexpr PrefixHash kChainInit = 0x6a09e667f3bcc909ULL;  // h_0 of the chained scheme
+
+void HashChunkRange(std::span<const Token> tokens, uint32_t chunk_tokens, uint32_t first,
+                    uint32_t last, PrefixHash* local) {
+  for (uint32_t c = first; c < last; ++c) {
+    const size_t begin = size_t{c} * chunk_tokens;
+    const size_t len = std::min<size_t>(chunk_tokens, tokens.size() - begin);
+    local[c] = XXH3_64bits(tokens.data() + begin, len * sizeof(Token));
+  }
+}
+
+}  // namespace
+
+std::string_view ToString(HashScheme scheme) {
+  return scheme == HashScheme::kStreaming ? "streaming" : "chained";
+}
+
+void ComputeStreamingHashes(std::span<const Token> tokens, uint32_t chunk_tokens,
+                            std::vector<PrefixHash>& out) {
+  FEATHER_DCHECK(chunk_tokens > 0, "chunk size must be positive");
+  const uint32_t chunks = NumChunks(tokens.size(), chunk_tokens);
+  out.resize(chunks);
+  XXH64_state_t state;
+  XXH64_reset(&state, kStreamingSeed);
+  for (uint32_t c = 0; c < chunks; ++c) {
+    const size_t begin = size_t{c} * chunk_tokens;
+    const size_t len = std::min<size_t>(chunk_tokens, tokens.size() - begin);
+    XXH64_update(&state, tokens.data() + begin, len * sizeof(Token));
+    out[c] = XXH64_digest(&state);
+  }
+}
+
+void ComputeChainedHashes(std::span<const Token> tokens, uint32_t chunk_tokens,
+                          std::vector<PrefixHash>& out, unsigned threads) {
+  FEATHER_DCHECK(chunk_tokens > 0, "chunk size must be positive");
+  const uint32_t chunks = NumChunks(tokens.size(), chunk_tokens);
+  out.resize(chunks);
+  // Phase 1: independent chunk hashes, written into `out` and chained in place below.
+  if (threads <= 1 || chunks < 2 * threads) {
+    HashChunkRange(tokens, chunk_tokens, 0, chunks, out.data());
+  } else {
+    std::vector<std::jthread> workers;
+    workers.reserve(threads - 1);
+    const uint32_t per_worker = (chunks + threads - 1) / threads;
+    for (unsigned w = 1; w < threads; ++w) {
+      const uint32_t first = std::min(chunks, w * per_worker);
+      const uint32_t last = std::min(chunks, first + per_worker);
+      workers.emplace_back(HashChunkRange, tokens, chunk_tokens, first, last, out.data());
+    }
+    HashChunkRange(tokens, chunk_tokens, 0, std::min(chunks, per_worker), out.data());
+  }
+  // Phase 2: sequential chaining h_c = H(h_{c-1} || l_c).
+  PrefixHash previous = kChainInit;
+  for (uint32_t c = 0; c < chunks; ++c) {
+    const PrefixHash pair[2] = {previous, out[c]};
+    previous = XXH3_64bits(pair, sizeof(pair));
+    out[c] = previous;
+  }
+}
+
+void ComputePrefixHashes(HashScheme scheme, std::span<const Token> tokens, uint32_t chunk_tokens,
+                         std::vector<PrefixHash>& out) {
+  if (scheme == HashScheme::kStreaming) {
+    ComputeStreamingHashes(tokens, chunk_tokens, out);
+  } else {
+    ComputeChainedHashes(tokens, chunk_tokens, out);
+  }
+}
+
+}  // namespace feather

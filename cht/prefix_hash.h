@@ -1,0 +1,44 @@
+// prefix_hash.h: cumulative prefix-hash vectors over K-token chunks (paper, Appendix
+// "Prefix Hash Computation").
+//
+// A prompt of T tokens becomes C = ceil(T / K) hashes h_1..h_C, the final partial chunk included,
+// such that two prompts have equal h_c exactly when (up to 64-bit collisions) they share their
+// first min(cK, T) tokens and have the same length up to that boundary. Two schemes:
+//   kStreaming: h_c = XXH64 digest of the streaming state after token min(cK, T) (Alg.
+//               ComputeHashes): every token is hashed once, O(T).
+//   kChained:   l_c = XXH3(chunk c) computed independently per chunk (parallelizable), then
+//               h_c = XXH3(h_{c-1} || l_c) (Alg. ComputeHashesParallel): O(T/threads + C).
+// The two schemes give different values; a tree must use one scheme for all its requests.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string_view>
+#include <vector>
+
+#include "cht/types.h"
+
+namespace feather {
+
+enum class HashScheme : uint8_t { kStreaming, kChained };
+
+[[nodiscard]] std::string_view ToString(HashScheme scheme);
+
+[[nodiscard]] constexpr uint32_t NumChunks(size_t num_tokens, uint32_t chunk_tokens) {
+  return static_cast<uint32_t>((num_tokens + chunk_tokens - 1) / chunk_tokens);
+}
+
+// Replaces `out` with the streaming-scheme hash vector of `tokens`. `out` keeps its capacity, so a
+// reused vector makes this allocation-free.
+void ComputeStreamingHashes(std::span<const Token> tokens, uint32_t chunk_tokens,
+                            std::vector<PrefixHash>& out);
+
+// Replaces `out` with the chained-scheme hash vector. With `threads` > 1 the per-chunk hashes are
+// computed by that many threads (started per call: worth it only for very long prompts).
+void ComputeChainedHashes(std::span<const Token> tokens, uint32_t chunk_tokens,
+                          std::vector<PrefixHash>& out, unsigned threads = 1);
+
+void ComputePrefixHashes(HashScheme scheme, std::span<const Token> tokens, uint32_t chunk_tokens,
+                         std::vector<PrefixHash>& out);
+
+}  // namespace feather

@@ -1,0 +1,13 @@
+# Third-party dependencies, all from Debian's packages (scripts/install-deps.sh installs them).
+find_package(PkgConfig REQUIRED)
+pkg_check_modules(XXHASH REQUIRED IMPORTED_TARGET libxxhash)
+find_package(Eigen3 3.3 REQUIRED NO_MODULE)
+find_package(yaml-cpp REQUIRED)
+find_package(HDF5 REQUIRED COMPONENTS C)
+find_package(CLI11 CONFIG REQUIRED)
+find_package(nlohmann_json 3.2 REQUIRED)
+find_package(Threads REQUIRED)
+if(FEATHER_BUILD_TESTS)
+  find_package(GTest REQUIRED)
+  find_package(benchmark REQUIRED)
+endif()

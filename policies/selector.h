@@ -1,0 +1,79 @@
+// selector.h: the candidate-selector interface every scheduler baseline implements.
+//
+// A scheduler is a candidate selector (which waiting request should join the batch next) plus a
+// stop policy (admit it, or dispatch the batch). The serving loop drives a selector like this:
+//
+//   selector.OnArrival(request)            // whenever a request enters the waiting queue
+//   selector.BeginRound()                  // once per batch formation
+//   while (auto c = selector.Next()) {     // propose; Next() is idempotent until Admit()
+//     if (stop_policy says stop) break;
+//     selector.Admit(c->id);               // the proposal joins the running set
+//   }
+//   selector.OnFinish(id)                  // a running request completed
+//   selector.OnPreempt(id)                 // a running request is sent back to waiting
+//   selector.OnCancel(id)                  // a waiting request left before being admitted
+//
+// Selectors that rank the whole queue once per round (SGLang's LPM and DFS-weight) do that work
+// in BeginRound(); incremental ones (CHT, FCFS) keep their order up to date on every event.
+// Each implementation states its per-round complexity in its own header.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include "cht/types.h"
+
+namespace feather {
+
+inline constexpr uint32_t kNoPrefixGroup = 0xffffffffu;
+
+// What a selector may know about a request. The token span must stay valid until the request
+// finishes or is cancelled (the simulator owns the storage).
+struct RequestInfo {
+  RequestId id = kNoRequest;
+  std::span<const Token> prompt_tokens;
+  uint32_t prefix_group = kNoPrefixGroup;  // only the Oracle selector reads it
+};
+
+// The prefix signal the CHT computes with each proposal (paper's FindBest): the depth of the
+// batch-wide shared prefix tip before and after admitting the candidate, in chunks, and how many
+// waiting requests (the candidate included) share the candidate's prefix at the new depth.
+struct PrefixSignal {
+  uint32_t tip_before_chunks = 0;
+  uint32_t tip_after_chunks = 0;
+  uint32_t peers = 0;
+  uint32_t chunk_tokens = 0;
+  [[nodiscard]] uint32_t TipLossChunks() const { return tip_before_chunks - tip_after_chunks; }
+};
+
+struct Candidate {
+  RequestId id = kNoRequest;
+  std::optional<PrefixSignal> signal;  // present only for selectors that compute it
+};
+
+class CandidateSelector {
+ public:
+  virtual ~CandidateSelector() = default;
+
+  [[nodiscard]] virtual std::string_view Name() const = 0;
+
+  virtual void OnArrival(const RequestInfo& request) = 0;
+  virtual void BeginRound() = 0;
+  // The next request to propose for the batch being formed, or nullopt when nothing is waiting
+  // (or the selector's order for this round is exhausted). Calling it twice without Admit()
+  // returns the same proposal.
+  [[nodiscard]] virtual std::optional<Candidate> Next() = 0;
+  // Precondition: `id` is the request the last Next() proposed.
+  virtual void Admit(RequestId id) = 0;
+  virtual void OnFinish(RequestId id) = 0;
+  virtual void OnPreempt(RequestId id) = 0;
+  virtual void OnCancel(RequestId id) = 0;
+
+  [[nodiscard]] virtual size_t NumWaiting() const = 0;
+  // Bytes of selector state, for memory reports.
+  [[nodiscard]] virtual size_t MemoryBytes() const = 0;
+};
+
+}  // namespace feather
