@@ -1,0 +1,37 @@
+// cht_selector.h: the Chunked Hash Tree as a CandidateSelector (Feather's selector).
+//
+// Proposals are FindBest's: the waiting request missing the fewest chunks from the working set
+// of the running batch, with the prefix signal (tip before/after, peers) the stop policies read.
+// Per-round cost: O(b) FindBest/AddToBatch calls for a batch of b admissions, each O(D + log W)
+// plus the miss-count propagation of nodes entering the working set (chunked_hash_tree.h).
+#pragma once
+
+#include "cht/chunked_hash_tree.h"
+#include "policies/selector.h"
+
+namespace feather {
+
+class ChtSelector final : public CandidateSelector {
+ public:
+  explicit ChtSelector(const ChtConfig& config = {}) : tree_(config) {}
+
+  [[nodiscard]] std::string_view Name() const override { return "cht"; }
+  void OnArrival(const RequestInfo& request) override {
+    tree_.Insert(request.id, request.prompt_tokens);
+  }
+  void BeginRound() override {}
+  [[nodiscard]] std::optional<Candidate> Next() override;
+  void Admit(RequestId id) override { tree_.AddToBatch(id); }
+  void OnFinish(RequestId id) override { tree_.Finish(id); }
+  void OnPreempt(RequestId id) override { tree_.Requeue(id); }
+  void OnCancel(RequestId id) override { tree_.Remove(id); }
+  [[nodiscard]] size_t NumWaiting() const override { return tree_.NumWaiting(); }
+  [[nodiscard]] size_t MemoryBytes() const override { return tree_.MemoryBytes(); }
+
+  [[nodiscard]] const ChunkedHashTree& tree() const { return tree_; }
+
+ private:
+  ChunkedHashTree tree_;
+};
+
+}  // namespace feather
