@@ -16,13 +16,51 @@ uint64_t HeapKey(uint32_t miss, uint64_t seq) {
   return (uint64_t{miss} << kSeqBits) | (seq & kSeqMask);
 }
 
-// std::push_heap builds a max-heap; this order makes the smallest key the top.
-struct HeapAfter {
-  template <typename Entry>
-  bool operator()(const Entry& a, const Entry& b) const {
-    return a.key > b.key;
+// A 4-ary min-heap on `key`: half the depth of a binary heap, and the four 16-byte children of
+// a node share one cache line, so FindBest's pops touch ~log4(W) lines.
+template <typename Entry>
+void SiftUp(std::vector<Entry>& heap, size_t i) {
+  const Entry moving = heap[i];
+  while (i > 0) {
+    const size_t parent = (i - 1) / 4;
+    if (heap[parent].key <= moving.key) break;
+    heap[i] = heap[parent];
+    i = parent;
   }
-};
+  heap[i] = moving;
+}
+
+template <typename Entry>
+void SiftDown(std::vector<Entry>& heap, size_t i) {
+  const Entry moving = heap[i];
+  const size_t n = heap.size();
+  for (;;) {
+    const size_t first = 4 * i + 1;
+    if (first >= n) break;
+    size_t best = first;
+    const size_t last = std::min(first + 4, n);
+    for (size_t c = first + 1; c < last; ++c) {
+      if (heap[c].key < heap[best].key) best = c;
+    }
+    if (heap[best].key >= moving.key) break;
+    heap[i] = heap[best];
+    i = best;
+  }
+  heap[i] = moving;
+}
+
+template <typename Entry>
+void PopTop(std::vector<Entry>& heap) {
+  heap.front() = heap.back();
+  heap.pop_back();
+  if (!heap.empty()) SiftDown(heap, 0);
+}
+
+template <typename Entry>
+void MakeHeap(std::vector<Entry>& heap) {
+  if (heap.size() < 2) return;
+  for (size_t i = (heap.size() - 2) / 4 + 1; i-- > 0;) SiftDown(heap, i);
+}
 
 }  // namespace
 
@@ -30,6 +68,7 @@ ChunkedHashTree::ChunkedHashTree(const ChtConfig& config)
     : config_(config), chunk_to_node_(config.expected_chunks) {
   FEATHER_CHECK(config_.chunk_tokens > 0, "chunk_tokens must be positive");
   requests_.reserve(config_.expected_requests);
+  hashes_.reserve(config_.expected_requests);
   nodes_.reserve(config_.expected_requests + 16);
   waiters_.reserve(config_.expected_requests + 16);
   heap_.reserve(size_t{config_.expected_requests} * 4);
@@ -47,6 +86,7 @@ ChunkedHashTree::ChunkedHashTree(const ChtConfig& config)
 ChunkedHashTree::RequestSlot& ChunkedHashTree::SlotFor(RequestId id) {
   if (id >= requests_.size()) {
     requests_.resize(size_t{id} + 1);
+    hashes_.resize(size_t{id} + 1);
     active_position_.resize(size_t{id} + 1, 0);
   }
   return requests_[id];
@@ -66,7 +106,7 @@ uint32_t ChunkedHashTree::MissingCount(RequestId id) const {
 }
 
 uint32_t ChunkedHashTree::NumChunksOf(RequestId id) const {
-  return static_cast<uint32_t>(requests_[id].hashes.size());
+  return static_cast<uint32_t>(hashes_[id].size());
 }
 
 uint32_t ChunkedHashTree::NewNode() {
@@ -130,28 +170,37 @@ bool ChunkedHashTree::IsCurrent(const HeapEntry& entry) const {
 void ChunkedHashTree::PushHeap(RequestId id) {
   const RequestSlot& slot = requests_[id];
   heap_.push_back(HeapEntry{HeapKey(slot.miss, slot.seq), id, slot.epoch});
-  std::push_heap(heap_.begin(), heap_.end(), HeapAfter{});
+  SiftUp(heap_, heap_.size() - 1);
 }
 
 // Lazy deletion lets stale entries pile up; rebuilding once they outnumber the live ones keeps
 // the heap O(W) in size at O(1) amortized cost per push.
-void ChunkedHashTree::CompactHeap() {
-  if (heap_.size() <= 2 * num_waiting_ + 64) return;
+void ChunkedHashTree::CompactHeap(bool force) {
+  if (!force && heap_.size() <= 2 * num_waiting_ + 64) return;
   heap_.erase(std::remove_if(heap_.begin(), heap_.end(),
                              [this](const HeapEntry& e) { return !IsCurrent(e); }),
               heap_.end());
   // Several current entries of one request may remain (equal miss pushed twice); keep them:
   // they are valid proposals and rare.
-  std::make_heap(heap_.begin(), heap_.end(), HeapAfter{});
+  MakeHeap(heap_);
 }
 
+// When a node with many waiting requests enters or leaves the working set, rebuilding the heap
+// (O(n), dropping stale entries) beats one O(log n) sift per changed request.
 void ChunkedHashTree::PushDirty() {
+  const bool bulk = dirty_.size() * 4 > heap_.size();
   for (RequestId id : dirty_) {
-    requests_[id].dirty = false;
-    if (requests_[id].state == State::kWaiting) PushHeap(id);
+    RequestSlot& slot = requests_[id];
+    slot.dirty = false;
+    if (slot.state != State::kWaiting) continue;
+    if (bulk) {
+      heap_.push_back(HeapEntry{HeapKey(slot.miss, slot.seq), id, slot.epoch});
+    } else {
+      PushHeap(id);
+    }
   }
   dirty_.clear();
-  CompactHeap();
+  CompactHeap(bulk);
 }
 
 void ChunkedHashTree::AddWaiter(uint32_t node, RequestId id) {
@@ -218,14 +267,14 @@ uint32_t ChunkedHashTree::DeepestActiveAncestor(uint32_t node) const {
 void ChunkedHashTree::Insert(RequestId id, std::span<const Token> tokens) {
   RequestSlot& slot = SlotFor(id);
   FEATHER_CHECK(slot.state == State::kAbsent, "Insert of a request id already present");
-  ComputePrefixHashes(config_.hash_scheme, tokens, config_.chunk_tokens, slot.hashes);
+  ComputePrefixHashes(config_.hash_scheme, tokens, config_.chunk_tokens, hashes_[id]);
   InsertPrepared(id);
 }
 
 void ChunkedHashTree::InsertHashes(RequestId id, std::span<const PrefixHash> hashes) {
   RequestSlot& slot = SlotFor(id);
   FEATHER_CHECK(slot.state == State::kAbsent, "InsertHashes of a request id already present");
-  slot.hashes.assign(hashes.begin(), hashes.end());
+  hashes_[id].assign(hashes.begin(), hashes.end());
   InsertPrepared(id);
 }
 
@@ -271,7 +320,7 @@ uint32_t ChunkedHashTree::SplitNode(uint32_t node, uint32_t cut_level,
 
 void ChunkedHashTree::InsertPrepared(RequestId id) {
   RequestSlot& slot = requests_[id];
-  const std::span<const PrefixHash> hashes(slot.hashes);
+  const std::span<const PrefixHash> hashes(hashes_[id]);
   const auto chunks = static_cast<uint32_t>(hashes.size());
   const uint32_t shared = DeepestExistingLevel(hashes);
 
@@ -322,8 +371,7 @@ std::optional<ChtCandidate> ChunkedHashTree::FindBest() {
   if (num_waiting_ == 0) return std::nullopt;
   if (cache_valid_) return cached_best_;
   while (!heap_.empty() && !IsCurrent(heap_.front())) {
-    std::pop_heap(heap_.begin(), heap_.end(), HeapAfter{});
-    heap_.pop_back();
+    PopTop(heap_);
   }
   FEATHER_CHECK(!heap_.empty(), "waiting requests but no current heap entry");
   const RequestId best = heap_.front().id;
@@ -363,7 +411,7 @@ void ChunkedHashTree::AddToBatch(RequestId id) {
   RequestSlot& slot = requests_[id];
   // New tip first, from the working set as it was before this request joins it.
   if (active_ids_.empty()) {
-    tip_level_ = static_cast<uint32_t>(slot.hashes.size());
+    tip_level_ = static_cast<uint32_t>(hashes_[id].size());
     tip_node_ = slot.leaf;
   } else {
     const uint32_t deepest = DeepestActiveAncestor(slot.leaf);
@@ -457,7 +505,7 @@ void ChunkedHashTree::Remove(RequestId id) {
 // request ending in it is merged into that child, so stretches stay maximal.
 void ChunkedHashTree::DetachFromTree(RequestId id) {
   RequestSlot& slot = requests_[id];
-  const std::span<const PrefixHash> hashes(slot.hashes);
+  const std::span<const PrefixHash> hashes(hashes_[id]);
   --nodes_[slot.leaf].terminals;
   uint32_t n = slot.leaf;
   for (uint32_t m = n; m != kRoot; m = nodes_[m].parent) --nodes_[m].members;
@@ -506,7 +554,8 @@ void ChunkedHashTree::MergeIntoOnlyChild(uint32_t node, std::span<const PrefixHa
 size_t ChunkedHashTree::MemoryBytes() const {
   size_t bytes = sizeof(*this) + chunk_to_node_.MemoryBytes();
   bytes += requests_.capacity() * sizeof(RequestSlot) + active_position_.capacity() * 4;
-  for (const RequestSlot& slot : requests_) bytes += slot.hashes.capacity() * sizeof(PrefixHash);
+  bytes += hashes_.capacity() * sizeof(hashes_[0]);
+  for (const auto& hashes : hashes_) bytes += hashes.capacity() * sizeof(PrefixHash);
   bytes += nodes_.capacity() * sizeof(Node) + waiters_.capacity() * sizeof(waiters_[0]);
   for (const auto& list : waiters_) bytes += list.capacity() * sizeof(Waiter);
   bytes += free_nodes_.capacity() * 4 + heap_.capacity() * sizeof(HeapEntry);
@@ -522,7 +571,8 @@ void ChunkedHashTree::CheckInvariants() const {
   for (RequestId id = 0; id < requests_.size(); ++id) {
     const RequestSlot& slot = requests_[id];
     if (slot.state == State::kAbsent) continue;
-    const auto chunks = static_cast<uint32_t>(slot.hashes.size());
+    const auto& hashes = hashes_[id];
+    const auto chunks = static_cast<uint32_t>(hashes.size());
     FEATHER_CHECK(slot.leaf == kRoot ? chunks == 0 : nodes_[slot.leaf].end == chunks,
                   "request does not end at its leaf's end");
     ++expect[slot.leaf].terminals;
@@ -533,7 +583,7 @@ void ChunkedHashTree::CheckInvariants() const {
       if (slot.state == State::kActive) ++expect[n].active;
       if (slot.state == State::kWaiting) ++expect[n].waiting;
       for (uint32_t level = nodes_[n].start; level <= nodes_[n].end; ++level) {
-        const uint32_t* mapped = chunk_to_node_.Find(ChunkKey{slot.hashes[level - 1], level});
+        const uint32_t* mapped = chunk_to_node_.Find(ChunkKey{hashes[level - 1], level});
         FEATHER_CHECK(mapped != nullptr && *mapped == n, "chunk table disagrees with a path");
       }
       if (nodes_[n].active == 0) miss += nodes_[n].Length();

@@ -106,8 +106,8 @@ class ChunkedHashTree {
  private:
   enum class State : uint8_t { kAbsent, kWaiting, kActive };
 
+  // Hot per-request state (24 bytes); the hash vectors live apart in hashes_.
   struct RequestSlot {
-    std::vector<PrefixHash> hashes;  // kept for table maintenance when nodes split or go away
     uint64_t seq = 0;                // insertion order, the FindBest tie-break
     uint32_t leaf = 0;               // node where the request's path ends (root when empty)
     uint32_t miss = 0;
@@ -173,7 +173,7 @@ class ChunkedHashTree {
   void CompactWaiters(uint32_t node);
   void PushDirty();
   void PushHeap(RequestId id);
-  void CompactHeap();
+  void CompactHeap(bool force = false);
   [[nodiscard]] bool IsCurrent(const HeapEntry& entry) const;
   [[nodiscard]] uint32_t DeepestActiveAncestor(uint32_t node) const;
   [[nodiscard]] RequestSlot& SlotFor(RequestId id);
@@ -184,11 +184,12 @@ class ChunkedHashTree {
 
   ChtConfig config_;
   std::vector<RequestSlot> requests_;
+  std::vector<std::vector<PrefixHash>> hashes_;  // per id; kept for table maintenance
   std::vector<Node> nodes_;
   std::vector<std::vector<Waiter>> waiters_;  // per node
   std::vector<uint32_t> free_nodes_;
   FlatHashMap<ChunkKey, uint32_t, ChunkKeyHash> chunk_to_node_;
-  std::vector<HeapEntry> heap_;
+  std::vector<HeapEntry> heap_;  // 4-ary min-heap on key: one cache line of children per level
   std::vector<RequestId> dirty_;
   std::vector<RequestId> active_ids_;
   std::vector<uint32_t> active_position_;  // per id: index in active_ids_

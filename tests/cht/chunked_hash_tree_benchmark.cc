@@ -68,3 +68,37 @@ BENCHMARK(BM_ChurnOneRequest)->Args({4000, 1000})->Args({4000, 5000})->Args({200
 
 }  // namespace
 }  // namespace feather
+
+namespace feather {
+namespace {
+
+// One scheduling round as `feather bench sched-overhead` times it: `waiting` prompts of 5 groups
+// wait, the working set is empty, and FindBest/AddToBatch admit 500 requests. The admitted
+// requests are requeued (untimed) between iterations, which restores the waiting state.
+void BM_RoundOf500(benchmark::State& state) {
+  const auto prefix = static_cast<uint32_t>(state.range(0));
+  const auto waiting = static_cast<uint32_t>(state.range(1));
+  const PromptSet set = MakeGroupedPrompts(waiting, 5, prefix, 100, 7);
+  ChtConfig config;
+  config.expected_requests = waiting;
+  ChunkedHashTree tree(config);
+  for (RequestId id = 0; id < set.size(); ++id) tree.Insert(id, set.Prompt(id));
+  std::vector<RequestId> admitted;
+  for (auto _ : state) {
+    admitted.clear();
+    while (admitted.size() < 500) {
+      const auto best = tree.FindBest();
+      if (!best) break;
+      tree.AddToBatch(best->request);
+      admitted.push_back(best->request);
+    }
+    state.PauseTiming();
+    for (RequestId id : admitted) tree.Requeue(id);
+    state.ResumeTiming();
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * 500);
+}
+BENCHMARK(BM_RoundOf500)->Args({20000, 5000})->Args({1000, 5000})->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace feather
