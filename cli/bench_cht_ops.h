@@ -24,7 +24,7 @@ struct ChtOpsOptions {
 };
 
 // Returns {"workload": {...}, "operations": {"insert": {"calls", "mean_ns", "total_ns"}, ...},
-// "peak_rss_bytes", "cht_bytes", "provenance": {...}}.
+// "cht_peak_bytes", "peak_rss_bytes", "provenance": {...}}.
 [[nodiscard]] nlohmann::json RunChtOpsBenchmark(const ChtOpsOptions& options);
 
 }  // namespace feather

@@ -1,2 +1,319 @@
+// main.cc: the `feather` command line (CLI11). Parses the subcommand and its flags, calls the
+// command driver (cli/bench_*.h, hw/host_info.h) and prints its result as a table or as JSON.
+//
+// Exit codes: 0 success; 2 bad usage (unknown subcommand, bad flag or value: CLI11's message on
+// stderr) or an error raised by a command ("feather: error: ..." on stderr).
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <cstdint>
 #include <cstdio>
-int main() { std::puts("feather: placeholder main"); return 0; }
+#include <exception>
+#include <iomanip>
+#include <iostream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cli/bench_cht_ops.h"
+#include "cli/bench_sched_overhead.h"
+#include "hw/host_info.h"
+
+namespace feather {
+namespace {
+
+constexpr int kExitUsage = 2;
+constexpr uint32_t kMaxCount = std::numeric_limits<uint32_t>::max();
+
+// ---- Output helpers ---------------------------------------------------------------------------
+
+std::string FormatBytes(uint64_t bytes) {
+  constexpr std::pair<uint64_t, const char*> kUnits[] = {
+      {uint64_t{1} << 30, "GiB"}, {uint64_t{1} << 20, "MiB"}, {uint64_t{1} << 10, "KiB"}};
+  for (const auto& [scale, unit] : kUnits) {
+    if (bytes >= scale) {
+      std::ostringstream out;
+      out << std::fixed << std::setprecision(1)
+          << static_cast<double>(bytes) / static_cast<double>(scale) << ' ' << unit;
+      return out.str();
+    }
+  }
+  return std::to_string(bytes) + " B";
+}
+
+// A JSON scalar as table text: integers as they are, floating point with one decimal.
+std::string FormatValue(const nlohmann::json& value) {
+  if (value.is_string()) return value.get<std::string>();
+  if (value.is_number_float()) {
+    std::ostringstream out;
+    out << std::fixed << std::setprecision(1) << value.get<double>();
+    return out.str();
+  }
+  if (value.is_null()) return "-";
+  return value.dump();
+}
+
+// Prints rows under a header; text columns left-aligned, number columns right-aligned.
+void PrintTable(std::ostream& out, const std::vector<std::string>& header,
+                const std::vector<std::vector<std::string>>& rows,
+                const std::vector<bool>& right_aligned) {
+  std::vector<size_t> width(header.size());
+  for (size_t c = 0; c < header.size(); ++c) width[c] = header[c].size();
+  for (const auto& row : rows) {
+    for (size_t c = 0; c < row.size() && c < width.size(); ++c) {
+      width[c] = std::max(width[c], row[c].size());
+    }
+  }
+  auto print_row = [&](const std::vector<std::string>& row) {
+    for (size_t c = 0; c < header.size(); ++c) {
+      const std::string& cell = c < row.size() ? row[c] : std::string();
+      if (c > 0) out << "  ";
+      if (right_aligned[c]) {
+        out << std::setw(static_cast<int>(width[c])) << std::right << cell;
+      } else if (c + 1 < header.size()) {
+        out << std::setw(static_cast<int>(width[c])) << std::left << cell;
+      } else {
+        out << cell;
+      }
+    }
+    out << '\n';
+  };
+  print_row(header);
+  size_t total = 0;
+  for (size_t w : width) total += w;
+  out << std::string(total + 2 * (width.empty() ? 0 : width.size() - 1), '-') << '\n';
+  for (const auto& row : rows) print_row(row);
+}
+
+// ---- Commands ---------------------------------------------------------------------------------
+
+int RunBenchChtOps(const ChtOpsOptions& options, bool json) {
+  if (options.prefix_tokens > options.prompt_tokens) {
+    throw std::invalid_argument("--prefix-tokens (" + std::to_string(options.prefix_tokens) +
+                                ") exceeds --prompt-tokens (" +
+                                std::to_string(options.prompt_tokens) + ")");
+  }
+  const nlohmann::json result = RunChtOpsBenchmark(options);
+  if (json) {
+    std::cout << result.dump(2) << '\n';
+    return 0;
+  }
+  std::cout << "CHT operations: " << options.requests << " requests, " << options.prompt_tokens
+            << "-token prompts, " << options.prefix_tokens << "-token prefixes in "
+            << options.groups << " groups, " << options.chunk_tokens << "-token chunks, max batch "
+            << options.max_batch << ", seed " << options.seed << "\n\n";
+  std::vector<std::vector<std::string>> rows;
+  if (const auto it = result.find("operations"); it != result.end() && it->is_object()) {
+    for (const auto& [name, op] : it->items()) {
+      rows.push_back({name, FormatValue(op.value("calls", nlohmann::json())),
+                      FormatValue(op.value("mean_ns", nlohmann::json())),
+                      FormatValue(op.value("total_ns", nlohmann::json()))});
+    }
+  }
+  PrintTable(std::cout, {"operation", "calls", "mean_ns", "total_ns"}, rows,
+             {false, true, true, true});
+  const uint64_t peak_rss =
+      result.contains("peak_rss_bytes") && result["peak_rss_bytes"].is_number()
+          ? result["peak_rss_bytes"].get<uint64_t>()
+          : PeakRssBytes();
+  std::cout << "\npeak RSS: " << FormatBytes(peak_rss) << " (" << peak_rss << " bytes)\n";
+  if (result.contains("cht_bytes") && result["cht_bytes"].is_number()) {
+    const auto cht_bytes = result["cht_bytes"].get<uint64_t>();
+    std::cout << "CHT size: " << FormatBytes(cht_bytes) << " (" << cht_bytes << " bytes)\n";
+  }
+  return 0;
+}
+
+int RunBenchSchedOverhead(const SchedOverheadOptions& options, bool json) {
+  const nlohmann::json result = RunSchedOverheadBenchmark(options);
+  if (json) {
+    std::cout << result.dump(2) << '\n';
+    return 0;
+  }
+  // Columns: the contract's keys first, then any other key a row has, in sorted order.
+  std::vector<std::string> columns = {"selector", "prefix_tokens", "waiting", "round_ns"};
+  const nlohmann::json rows_json = result.value("rows", nlohmann::json::array());
+  for (const auto& row : rows_json) {
+    if (!row.is_object()) continue;
+    for (const auto& [key, unused] : row.items()) {
+      if (std::find(columns.begin(), columns.end(), key) == columns.end()) columns.push_back(key);
+    }
+  }
+  std::vector<std::vector<std::string>> rows;
+  std::vector<bool> right_aligned(columns.size(), true);
+  for (const auto& row : rows_json) {
+    if (!row.is_object()) continue;
+    std::vector<std::string> cells;
+    for (size_t c = 0; c < columns.size(); ++c) {
+      const auto it = row.find(columns[c]);
+      if (it == row.end()) {
+        cells.emplace_back("-");
+        continue;
+      }
+      if (it->is_string()) right_aligned[c] = false;
+      cells.push_back(it->is_structured() ? it->dump() : FormatValue(*it));
+    }
+    rows.push_back(std::move(cells));
+  }
+  PrintTable(std::cout, columns, rows, right_aligned);
+  std::cout << "\npeak RSS: " << FormatBytes(PeakRssBytes()) << '\n';
+  return 0;
+}
+
+int RunInfo(bool json) {
+  const HostInfo info = ReadHostInfo();
+  if (json) {
+    std::cout << ToJson(info).dump(2) << '\n';
+    return 0;
+  }
+  auto bytes_or_unknown = [](size_t bytes) {
+    return bytes == 0 ? std::string("unknown") : FormatBytes(bytes);
+  };
+  const std::vector<std::pair<std::string, std::string>> lines = {
+      {"hostname", info.hostname},
+      {"cpu", info.cpu_model},
+      {"logical cpus", std::to_string(info.logical_cpus) + " (" + std::to_string(info.usable_cpus) +
+                           " usable by this process)"},
+      {"L1d cache", bytes_or_unknown(info.caches.l1d_bytes)},
+      {"L2 cache", bytes_or_unknown(info.caches.l2_bytes)},
+      {"L3 cache", bytes_or_unknown(info.caches.l3_bytes)},
+      {"memory", bytes_or_unknown(info.memory_bytes)},
+      {"os", info.os},
+      {"kernel", info.kernel + " " + info.arch},
+      {"compiler", info.compiler},
+      {"build type", info.build_type},
+      {"git rev", info.git_rev},
+      {"feather", info.feather_version},
+      {"sanitized", info.sanitized ? "yes (ASan+UBSan)" : "no"},
+      {"nvcc present", info.cuda_compiler_present ? "yes" : "no"},
+      {"date (UTC)", info.date_utc},
+  };
+  for (const auto& [key, value] : lines) {
+    std::cout << std::left << std::setw(14) << key << value << '\n';
+  }
+  return 0;
+}
+
+int RunVersion() {
+  const HostInfo info = ReadHostInfo();
+  std::cout << "feather " << info.feather_version << " (git " << info.git_rev << ", "
+            << info.build_type << (info.sanitized ? ", sanitized" : "") << ", " << info.compiler
+            << ")\n";
+  return 0;
+}
+
+// ---- Parsing ----------------------------------------------------------------------------------
+
+int Main(int argc, char** argv) {
+  CLI::App app{"feather: prefix-homogeneity-aware batch scheduling for LLM inference", "feather"};
+  // At most one subcommand; "none" is reported after parsing, so that an unknown word is named
+  // ("The following arguments were not expected: ...") rather than "A subcommand is required".
+  app.require_subcommand(0, 1);
+  app.get_formatter()->column_width(34);
+
+  // feather bench ...
+  CLI::App* bench =
+      app.add_subcommand("bench", "Microbenchmarks of the scheduler's building blocks");
+  bench->require_subcommand(0, 1);
+
+  ChtOpsOptions cht_options;
+  bool cht_json = false;
+  CLI::App* cht_ops = bench->add_subcommand(
+      "cht-ops", "Time every Chunked Hash Tree operation (paper's CHT table)");
+  cht_ops->add_flag("--json", cht_json, "Print the full result as JSON");
+  cht_ops->add_option("--requests", cht_options.requests, "Number of prompts")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, kMaxCount));
+  cht_ops->add_option("--prompt-tokens", cht_options.prompt_tokens, "Tokens per prompt")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, kMaxCount));
+  cht_ops
+      ->add_option("--prefix-tokens", cht_options.prefix_tokens,
+                   "Tokens of each prompt shared within its group (<= --prompt-tokens)")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, kMaxCount));
+  cht_ops->add_option("--groups", cht_options.groups, "Number of prefix groups")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, kMaxCount));
+  cht_ops->add_option("--chunk-tokens", cht_options.chunk_tokens, "CHT chunk size K in tokens")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, kMaxCount));
+  cht_ops->add_option("--max-batch", cht_options.max_batch, "Requests per batch at most")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, kMaxCount));
+  cht_ops->add_option("--seed", cht_options.seed, "Random seed")->capture_default_str();
+
+  SchedOverheadOptions sched_options;
+  bool sched_json = false;
+  CLI::App* sched = bench->add_subcommand(
+      "sched-overhead", "CPU time of one scheduling round per selector (paper's overhead figure)");
+  sched->add_flag("--json", sched_json, "Print the result rows as JSON");
+  sched->add_option("--selectors", sched_options.selectors, "Comma-separated selectors to time")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::IsMember(SchedOverheadOptions{}.selectors));
+  sched
+      ->add_option("--prefix-tokens", sched_options.prefix_tokens,
+                   "Comma-separated shared-prefix lengths in tokens")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(0u, kMaxCount));
+  sched->add_option("--waiting", sched_options.waiting, "Comma-separated waiting-queue sizes")
+      ->delimiter(',')
+      ->capture_default_str()
+      ->check(CLI::Range(1u, kMaxCount));
+  sched->add_option("--suffix-tokens", sched_options.suffix_tokens, "Unique tokens per prompt")
+      ->capture_default_str()
+      ->check(CLI::Range(0u, kMaxCount));
+  sched->add_option("--groups", sched_options.groups, "Number of prefix groups")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, kMaxCount));
+  sched->add_option("--max-batch", sched_options.max_batch, "Requests per batch at most")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, kMaxCount));
+  sched->add_option("--repetitions", sched_options.repetitions, "Rounds timed per point")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, kMaxCount));
+  sched->add_option("--seed", sched_options.seed, "Random seed")->capture_default_str();
+
+  // feather info, feather version
+  bool info_json = false;
+  CLI::App* info = app.add_subcommand("info", "Host and build provenance");
+  info->add_flag("--json", info_json, "Print as JSON");
+  CLI::App* version = app.add_subcommand("version", "Print the feather version and build");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& error) {
+    const int code = app.exit(error);  // help to stdout (code 0), errors to stderr
+    return code == 0 ? 0 : kExitUsage;
+  }
+
+  if (cht_ops->parsed()) return RunBenchChtOps(cht_options, cht_json);
+  if (sched->parsed()) return RunBenchSchedOverhead(sched_options, sched_json);
+  if (info->parsed()) return RunInfo(info_json);
+  if (version->parsed()) return RunVersion();
+  // app.help() shows the help of the deepest subcommand given ("feather bench" here).
+  std::cerr << (bench->parsed() ? "feather bench" : "feather") << ": a subcommand is required\n\n"
+            << app.help();
+  return kExitUsage;
+}
+
+}  // namespace
+}  // namespace feather
+
+int main(int argc, char** argv) {
+  try {
+    return feather::Main(argc, argv);
+  } catch (const std::exception& error) {
+    std::cout.flush();
+    std::cerr << "feather: error: " << error.what() << '\n';
+  } catch (...) {
+    std::cout.flush();
+    std::cerr << "feather: error: unknown exception\n";
+  }
+  return feather::kExitUsage;
+}

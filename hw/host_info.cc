@@ -98,7 +98,7 @@ std::string OsPrettyName(const std::string& fallback) {
 std::string Hostname() {
   std::array<char, 256> buffer{};
   if (gethostname(buffer.data(), buffer.size() - 1) != 0) return "unknown";
-  return std::string(buffer.data());
+  return {buffer.data()};
 }
 
 unsigned UsableCpus(unsigned fallback) {
@@ -110,7 +110,7 @@ unsigned UsableCpus(unsigned fallback) {
 }
 
 size_t PageSizeBytes() {
-  const long page = sysconf(_SC_PAGESIZE);
+  const auto page = sysconf(_SC_PAGESIZE);
   return page > 0 ? static_cast<size_t>(page) : 4096;
 }
 
@@ -120,7 +120,7 @@ std::string NowUtcIso8601() {
   if (gmtime_r(&now, &utc) == nullptr) return {};
   std::array<char, 32> buffer{};
   const size_t length = std::strftime(buffer.data(), buffer.size(), "%Y-%m-%dT%H:%M:%SZ", &utc);
-  return std::string(buffer.data(), length);
+  return {buffer.data(), length};
 }
 
 }  // namespace
@@ -177,11 +177,11 @@ HostInfo ReadHostInfo() {
   HostInfo info;
   info.hostname = Hostname();
   info.cpu_model = CpuModel();
-  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  const auto online = sysconf(_SC_NPROCESSORS_ONLN);
   info.logical_cpus = online > 0 ? static_cast<unsigned>(online) : 0;
   info.usable_cpus = UsableCpus(info.logical_cpus);
   info.caches = ReadCacheSizes(kCpu0CacheDir);
-  const long pages = sysconf(_SC_PHYS_PAGES);
+  const auto pages = sysconf(_SC_PHYS_PAGES);
   info.memory_bytes = pages > 0 ? static_cast<size_t>(pages) * PageSizeBytes() : 0;
 
   utsname uts{};

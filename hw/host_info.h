@@ -12,10 +12,9 @@
 
 #include <cstddef>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 namespace feather {
 
@@ -27,17 +26,17 @@ struct CacheSizes {
 
 struct HostInfo {
   std::string hostname;
-  std::string cpu_model;       // /proc/cpuinfo "model name" (or the ARM equivalent)
-  unsigned logical_cpus = 0;   // online logical CPUs of the machine
-  unsigned usable_cpus = 0;    // CPUs this process may run on (affinity mask; cgroup cpusets)
-  CacheSizes caches;           // of cpu0, from /sys/devices/system/cpu/cpu0/cache
-  size_t memory_bytes = 0;     // physical memory
-  std::string os;              // /etc/os-release PRETTY_NAME, else uname sysname
-  std::string kernel;          // uname sysname + release
-  std::string arch;            // uname machine
-  std::string compiler;        // compiler id and version of this build
-  std::string build_type;      // CMAKE_BUILD_TYPE of this build
-  std::string git_rev;         // short git revision at configure time, "unknown" outside git
+  std::string cpu_model;      // /proc/cpuinfo "model name" (or the ARM equivalent)
+  unsigned logical_cpus = 0;  // online logical CPUs of the machine
+  unsigned usable_cpus = 0;   // CPUs this process may run on (affinity mask; cgroup cpusets)
+  CacheSizes caches;          // of cpu0, from /sys/devices/system/cpu/cpu0/cache
+  size_t memory_bytes = 0;    // physical memory
+  std::string os;             // /etc/os-release PRETTY_NAME, else uname sysname
+  std::string kernel;         // uname sysname + release
+  std::string arch;           // uname machine
+  std::string compiler;       // compiler id and version of this build
+  std::string build_type;     // CMAKE_BUILD_TYPE of this build
+  std::string git_rev;        // short git revision at configure time, "unknown" outside git
   std::string feather_version;
   bool sanitized = false;              // built with ASan/UBSan (FEATHER_SANITIZE)
   bool cuda_compiler_present = false;  // /usr/local/cuda/bin/nvcc exists or CUDA found at build

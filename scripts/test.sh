@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# test.sh: installs what is missing, builds the release preset and runs every test with ctest.
+# With --asan, or when CI=true, it also builds the asan preset (ASan+UBSan) and runs every test
+# there. Exits non-zero when anything fails; both test runs happen even if the first fails.
+# Usage: scripts/test.sh [--asan]
+set -euo pipefail
+
+asan=false
+[[ ${CI:-} == true ]] && asan=true
+for arg in "$@"; do
+  case $arg in
+    --asan) asan=true ;;
+    -h | --help)
+      echo "usage: scripts/test.sh [--asan]   (CI=true implies --asan)"
+      exit 0
+      ;;
+    *)
+      echo "test.sh: error: unknown argument '$arg'" >&2
+      exit 2
+      ;;
+  esac
+done
+
+root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+cd "$root"
+start=$SECONDS
+jobs=$(nproc 2>/dev/null || echo 2)
+((jobs > 2)) || jobs=2
+
+bash scripts/install-deps.sh
+
+failed=()
+run_tests() {  # run_tests PRESET
+  local preset=$1 phase_start=$SECONDS
+  echo "test.sh: running the $preset tests"
+  if ctest --test-dir "build/$preset" --output-on-failure --no-tests=error -j"$jobs"; then
+    echo "test.sh: $preset tests passed in $((SECONDS - phase_start)) s"
+  else
+    echo "test.sh: $preset tests FAILED" >&2
+    failed+=("$preset")
+  fi
+}
+
+bash scripts/build.sh release
+run_tests release
+
+if [[ $asan == true ]]; then
+  bash scripts/build.sh asan
+  # Same settings as the asan test preset in CMakePresets.json.
+  export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1}
+  export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
+  run_tests asan
+fi
+
+elapsed=$((SECONDS - start))
+if ((${#failed[@]} > 0)); then
+  echo "test.sh: FAILED (${failed[*]}) after ${elapsed} s" >&2
+  exit 1
+fi
+echo "test.sh: all tests passed after ${elapsed} s"
