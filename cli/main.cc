@@ -120,9 +120,9 @@ int RunBenchChtOps(const ChtOpsOptions& options, bool json) {
           ? result["peak_rss_bytes"].get<uint64_t>()
           : PeakRssBytes();
   std::cout << "\npeak RSS: " << FormatBytes(peak_rss) << " (" << peak_rss << " bytes)\n";
-  if (result.contains("cht_bytes") && result["cht_bytes"].is_number()) {
-    const auto cht_bytes = result["cht_bytes"].get<uint64_t>();
-    std::cout << "CHT size: " << FormatBytes(cht_bytes) << " (" << cht_bytes << " bytes)\n";
+  if (result.contains("cht_peak_bytes") && result["cht_peak_bytes"].is_number()) {
+    const auto cht_bytes = result["cht_peak_bytes"].get<uint64_t>();
+    std::cout << "CHT peak size: " << FormatBytes(cht_bytes) << " (" << cht_bytes << " bytes)\n";
   }
   return 0;
 }
