@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <iterator>
 
 #include "cht/check.h"
 
@@ -174,33 +175,52 @@ void ChunkedHashTree::PushHeap(RequestId id) {
 }
 
 // Lazy deletion lets stale entries pile up; rebuilding once they outnumber the live ones keeps
-// the heap O(W) in size at O(1) amortized cost per push.
-void ChunkedHashTree::CompactHeap(bool force) {
-  if (!force && heap_.size() <= 2 * num_waiting_ + 64) return;
-  heap_.erase(std::remove_if(heap_.begin(), heap_.end(),
-                             [this](const HeapEntry& e) { return !IsCurrent(e); }),
-              heap_.end());
-  // Several current entries of one request may remain (equal miss pushed twice); keep them:
-  // they are valid proposals and rare.
+// the heap and the run O(W) in size at O(1) amortized cost per push.
+void ChunkedHashTree::CompactHeap() {
+  if (heap_.size() + (run_.size() - run_head_) <= 2 * num_waiting_ + 64) return;
+  const auto stale = [this](const HeapEntry& e) { return !IsCurrent(e); };
+  heap_.erase(std::remove_if(heap_.begin(), heap_.end(), stale), heap_.end());
   MakeHeap(heap_);
+  // Several current entries of one request may remain (equal miss pushed twice); they are valid
+  // proposals and rare. The run stays sorted under filtering.
+  run_.erase(run_.begin(), run_.begin() + static_cast<std::ptrdiff_t>(run_head_));
+  run_.erase(std::remove_if(run_.begin(), run_.end(), stale), run_.end());
+  run_head_ = 0;
 }
 
-// When a node with many waiting requests enters or leaves the working set, rebuilding the heap
-// (O(n), dropping stale entries) beats one O(log n) sift per changed request.
-void ChunkedHashTree::PushDirty() {
-  const bool bulk = dirty_.size() * 4 > heap_.size();
+// Many requests re-priced at once (their node entered or left the working set). They come from
+// one waiters list, appended in insertion order, so their new keys are usually already sorted:
+// merging them into the run is O(k) where k sift-ups would cost O(k log W).
+void ChunkedHashTree::AppendSortedRun() {
+  fresh_.clear();
   for (RequestId id : dirty_) {
-    RequestSlot& slot = requests_[id];
-    slot.dirty = false;
-    if (slot.state != State::kWaiting) continue;
-    if (bulk) {
-      heap_.push_back(HeapEntry{HeapKey(slot.miss, slot.seq), id, slot.epoch});
-    } else {
-      PushHeap(id);
+    const RequestSlot& slot = requests_[id];
+    if (slot.state == State::kWaiting) {
+      fresh_.push_back(HeapEntry{HeapKey(slot.miss, slot.seq), id, slot.epoch});
     }
   }
+  const auto by_key = [](const HeapEntry& a, const HeapEntry& b) { return a.key < b.key; };
+  if (!std::is_sorted(fresh_.begin(), fresh_.end(), by_key)) {
+    std::sort(fresh_.begin(), fresh_.end(), by_key);
+  }
+  run_scratch_.clear();
+  std::merge(run_.begin() + static_cast<std::ptrdiff_t>(run_head_), run_.end(), fresh_.begin(),
+             fresh_.end(), std::back_inserter(run_scratch_), by_key);
+  run_.swap(run_scratch_);
+  run_head_ = 0;
+}
+
+void ChunkedHashTree::PushDirty() {
+  if (dirty_.size() >= config_.sorted_run_threshold) {
+    AppendSortedRun();
+  } else {
+    for (RequestId id : dirty_) {
+      if (requests_[id].state == State::kWaiting) PushHeap(id);
+    }
+  }
+  for (RequestId id : dirty_) requests_[id].dirty = false;
   dirty_.clear();
-  CompactHeap(bulk);
+  CompactHeap();
 }
 
 void ChunkedHashTree::AddWaiter(uint32_t node, RequestId id) {
@@ -370,11 +390,16 @@ void ChunkedHashTree::AttachAsWaiting(RequestId id) {
 std::optional<ChtCandidate> ChunkedHashTree::FindBest() {
   if (num_waiting_ == 0) return std::nullopt;
   if (cache_valid_) return cached_best_;
-  while (!heap_.empty() && !IsCurrent(heap_.front())) {
-    PopTop(heap_);
+  while (!heap_.empty() && !IsCurrent(heap_.front())) PopTop(heap_);
+  while (run_head_ < run_.size() && !IsCurrent(run_[run_head_])) ++run_head_;
+  if (run_head_ == run_.size()) {
+    run_.clear();
+    run_head_ = 0;
   }
-  FEATHER_CHECK(!heap_.empty(), "waiting requests but no current heap entry");
-  const RequestId best = heap_.front().id;
+  const bool from_run =
+      run_head_ < run_.size() && (heap_.empty() || run_[run_head_].key < heap_.front().key);
+  FEATHER_CHECK(from_run || !heap_.empty(), "waiting requests but no current heap entry");
+  const RequestId best = from_run ? run_[run_head_].id : heap_.front().id;
   const RequestSlot& slot = requests_[best];
 
   ChtCandidate result;
@@ -427,7 +452,13 @@ void ChunkedHashTree::AddToBatch(RequestId id) {
   for (uint32_t n = slot.leaf; n != kRoot; n = nodes_[n].parent) {
     Node& node = nodes_[n];
     --node.waiting;
-    if (node.active++ == 0) EnterWorkingSet(n);
+    if (node.active++ == 0) {
+      if (node.waiting == 0) {
+        waiters_[n].clear();  // only stale entries: nothing to re-price
+      } else {
+        EnterWorkingSet(n);
+      }
+    }
   }
   active_position_[id] = static_cast<uint32_t>(active_ids_.size());
   active_ids_.push_back(id);
@@ -443,7 +474,13 @@ void ChunkedHashTree::LeaveActive(RequestId id) {
   FEATHER_CHECK(IsActive(id), "request is not active");
   RequestSlot& slot = requests_[id];
   for (uint32_t n = slot.leaf; n != kRoot; n = nodes_[n].parent) {
-    if (--nodes_[n].active == 0) LeaveWorkingSet(n);
+    if (--nodes_[n].active == 0) {
+      if (nodes_[n].waiting == 0) {
+        waiters_[n].clear();
+      } else {
+        LeaveWorkingSet(n);
+      }
+    }
   }
   const uint32_t position = active_position_[id];
   const RequestId moved = active_ids_.back();
@@ -559,6 +596,7 @@ size_t ChunkedHashTree::MemoryBytes() const {
   bytes += nodes_.capacity() * sizeof(Node) + waiters_.capacity() * sizeof(waiters_[0]);
   for (const auto& list : waiters_) bytes += list.capacity() * sizeof(Waiter);
   bytes += free_nodes_.capacity() * 4 + heap_.capacity() * sizeof(HeapEntry);
+  bytes += (run_.capacity() + run_scratch_.capacity() + fresh_.capacity()) * sizeof(HeapEntry);
   bytes += dirty_.capacity() * 4 + active_ids_.capacity() * 4 + path_.capacity() * 4;
   return bytes;
 }

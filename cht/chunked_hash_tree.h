@@ -52,6 +52,9 @@ struct ChtConfig {
   HashScheme hash_scheme = HashScheme::kStreaming;
   uint32_t expected_requests = 1024;  // capacity reserved up front (grows if exceeded)
   uint32_t expected_chunks = 1 << 16;
+  // At least this many requests re-priced by one operation go into the sorted run instead of
+  // one heap push each (a tuning knob; tests set it low to exercise both paths).
+  uint32_t sorted_run_threshold = 64;
 };
 
 // FindBest's answer. Depths are in chunks. peers counts the waiting requests (the candidate
@@ -173,7 +176,8 @@ class ChunkedHashTree {
   void CompactWaiters(uint32_t node);
   void PushDirty();
   void PushHeap(RequestId id);
-  void CompactHeap(bool force = false);
+  void CompactHeap();
+  void AppendSortedRun();
   [[nodiscard]] bool IsCurrent(const HeapEntry& entry) const;
   [[nodiscard]] uint32_t DeepestActiveAncestor(uint32_t node) const;
   [[nodiscard]] RequestSlot& SlotFor(RequestId id);
@@ -190,6 +194,13 @@ class ChunkedHashTree {
   std::vector<uint32_t> free_nodes_;
   FlatHashMap<ChunkKey, uint32_t, ChunkKeyHash> chunk_to_node_;
   std::vector<HeapEntry> heap_;  // 4-ary min-heap on key: one cache line of children per level
+  // Entries of a mass re-pricing (a node with many waiters entering or leaving the working set),
+  // kept as one sorted run beside the heap: FindBest takes the smaller of the two fronts, and
+  // popping the run is O(1). Live part: run_[run_head_, end).
+  std::vector<HeapEntry> run_;
+  std::vector<HeapEntry> run_scratch_;
+  std::vector<HeapEntry> fresh_;
+  size_t run_head_ = 0;
   std::vector<RequestId> dirty_;
   std::vector<RequestId> active_ids_;
   std::vector<uint32_t> active_position_;  // per id: index in active_ids_
