@@ -8,62 +8,16 @@
 #include <map>
 #include <vector>
 
+#include "tests/policies/radix_selector_test_support.h"
+
 namespace feather {
 namespace {
 
-using Tokens = std::vector<Token>;
-using Ids = std::vector<RequestId>;
-
-Tokens Seg(Token base, int len) {
-  Tokens t;
-  for (int i = 0; i < len; ++i) t.push_back(base + i);
-  return t;
-}
-Tokens Cat(std::initializer_list<Tokens> parts) {
-  Tokens t;
-  for (const Tokens& p : parts) t.insert(t.end(), p.begin(), p.end());
-  return t;
-}
-
-class Driver {
- public:
-  explicit Driver(const DfsWeightConfig& config = {}) : selector_(config) {}
-
-  void Arrive(RequestId id, Tokens prompt) {
-    const Tokens& stored = prompts_[id] = std::move(prompt);
-    selector_.OnArrival(RequestInfo{id, stored, kNoPrefixGroup});
-  }
-  Ids Round() {
-    selector_.BeginRound();
-    return selector_.PendingOrder();
-  }
-  void AdmitNext(RequestId expected) {
-    const std::optional<Candidate> c = selector_.Next();
-    ASSERT_TRUE(c.has_value());
-    ASSERT_EQ(c->id, expected);
-    selector_.Admit(c->id);
-  }
-  // Caches `prompts` (in this order) by running and finishing them as requests.
-  void Cache(RequestId first_id, const std::vector<Tokens>& prompts) {
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      Arrive(first_id + static_cast<RequestId>(i), prompts[i]);
-    }
-    (void)Round();
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      const std::optional<Candidate> c = selector_.Next();
-      ASSERT_TRUE(c.has_value());
-      selector_.Admit(c->id);
-    }
-    for (size_t i = 0; i < prompts.size(); ++i) {
-      selector_.OnFinish(first_id + static_cast<RequestId>(i));
-    }
-  }
-  DfsWeightSelector& selector() { return selector_; }
-
- private:
-  std::map<RequestId, Tokens> prompts_;
-  DfsWeightSelector selector_;
-};
+using testing::Cat;
+using testing::Ids;
+using testing::Seg;
+using testing::Tokens;
+using Driver = testing::RadixSelectorDriver<DfsWeightSelector, DfsWeightConfig>;
 
 const Tokens kA = Seg(1000, 10);
 const Tokens kB = Seg(2000, 10);

@@ -8,51 +8,16 @@
 #include <map>
 #include <vector>
 
+#include "tests/policies/radix_selector_test_support.h"
+
 namespace feather {
 namespace {
 
-using Tokens = std::vector<Token>;
-using Ids = std::vector<RequestId>;
-
-Tokens Seg(Token base, int len) {
-  Tokens t;
-  for (int i = 0; i < len; ++i) t.push_back(base + i);
-  return t;
-}
-Tokens Cat(std::initializer_list<Tokens> parts) {
-  Tokens t;
-  for (const Tokens& p : parts) t.insert(t.end(), p.begin(), p.end());
-  return t;
-}
-
-// Owns the prompts (the selector keeps spans into them) and drives the selector.
-class Driver {
- public:
-  explicit Driver(const LpmConfig& config = {}) : selector_(config) {}
-
-  void Arrive(RequestId id, Tokens prompt) {
-    const Tokens& stored = prompts_[id] = std::move(prompt);
-    selector_.OnArrival(RequestInfo{id, stored, kNoPrefixGroup});
-  }
-  // BeginRound, then the whole ranking.
-  Ids Round() {
-    selector_.BeginRound();
-    return selector_.PendingOrder();
-  }
-  // Admits the next proposal, which must be `expected`.
-  void AdmitNext(RequestId expected) {
-    const std::optional<Candidate> c = selector_.Next();
-    ASSERT_TRUE(c.has_value());
-    ASSERT_EQ(c->id, expected);
-    EXPECT_FALSE(c->signal.has_value());
-    selector_.Admit(c->id);
-  }
-  LpmSelector& selector() { return selector_; }
-
- private:
-  std::map<RequestId, Tokens> prompts_;
-  LpmSelector selector_;
-};
+using testing::Cat;
+using testing::Ids;
+using testing::Seg;
+using testing::Tokens;
+using Driver = testing::RadixSelectorDriver<LpmSelector, LpmConfig>;
 
 const Tokens kP = Seg(1000, 64);
 const Tokens kQ = Seg(2000, 64);

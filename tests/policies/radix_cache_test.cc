@@ -33,22 +33,14 @@ std::atomic<uint64_t> g_allocations{0};
 [[gnu::noinline]] void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 [[gnu::noinline]] void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 
+#include "tests/policies/radix_selector_test_support.h"
+
 namespace feather {
 namespace {
 
-using Tokens = std::vector<Token>;
-
-// Tokens base, base+1, ..., base+len-1: disjoint, readable segments for hand-made cases.
-Tokens Seg(Token base, int len) {
-  Tokens t;
-  for (int i = 0; i < len; ++i) t.push_back(base + i);
-  return t;
-}
-Tokens Cat(std::initializer_list<Tokens> parts) {
-  Tokens t;
-  for (const Tokens& p : parts) t.insert(t.end(), p.begin(), p.end());
-  return t;
-}
+using testing::Cat;
+using testing::Seg;
+using testing::Tokens;
 
 // ---------------------------------------------------------------------------------------------
 // Reference: an uncompressed trie with one position per page and no cleverness. A position
