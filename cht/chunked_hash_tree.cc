@@ -240,34 +240,22 @@ void ChunkedHashTree::CompactWaiters(uint32_t node) {
              list.end());
 }
 
-// The node's chunks join the working set: every waiting request through it misses
-// Length() fewer chunks. Stale entries are dropped in the same pass.
-void ChunkedHashTree::EnterWorkingSet(uint32_t node) {
-  const uint32_t length = nodes_[node].Length();
+// The node's chunks joined (entering = true) or left the working set: every waiting request
+// through it misses Length() fewer (or more) chunks. Stale entries are dropped in the same pass;
+// a node with no waiting request holds only stale entries, so its list is simply cleared.
+void ChunkedHashTree::RepriceWaiters(uint32_t node, bool entering) {
   std::vector<Waiter>& list = waiters_[node];
-  size_t kept = 0;
-  for (const Waiter& w : list) {
-    RequestSlot& s = requests_[w.id];
-    if (s.state != State::kWaiting || s.epoch != w.epoch) continue;
-    list[kept++] = w;
-    s.miss -= length;
-    if (!s.dirty) {
-      s.dirty = true;
-      dirty_.push_back(w.id);
-    }
+  if (nodes_[node].waiting == 0) {
+    list.clear();
+    return;
   }
-  list.resize(kept);
-}
-
-void ChunkedHashTree::LeaveWorkingSet(uint32_t node) {
   const uint32_t length = nodes_[node].Length();
-  std::vector<Waiter>& list = waiters_[node];
   size_t kept = 0;
   for (const Waiter& w : list) {
     RequestSlot& s = requests_[w.id];
     if (s.state != State::kWaiting || s.epoch != w.epoch) continue;
     list[kept++] = w;
-    s.miss += length;
+    s.miss = entering ? s.miss - length : s.miss + length;
     if (!s.dirty) {
       s.dirty = true;
       dirty_.push_back(w.id);
@@ -452,13 +440,7 @@ void ChunkedHashTree::AddToBatch(RequestId id) {
   for (uint32_t n = slot.leaf; n != kRoot; n = nodes_[n].parent) {
     Node& node = nodes_[n];
     --node.waiting;
-    if (node.active++ == 0) {
-      if (node.waiting == 0) {
-        waiters_[n].clear();  // only stale entries: nothing to re-price
-      } else {
-        EnterWorkingSet(n);
-      }
-    }
+    if (node.active++ == 0) RepriceWaiters(n, /*entering=*/true);
   }
   active_position_[id] = static_cast<uint32_t>(active_ids_.size());
   active_ids_.push_back(id);
@@ -474,13 +456,7 @@ void ChunkedHashTree::LeaveActive(RequestId id) {
   FEATHER_CHECK(IsActive(id), "request is not active");
   RequestSlot& slot = requests_[id];
   for (uint32_t n = slot.leaf; n != kRoot; n = nodes_[n].parent) {
-    if (--nodes_[n].active == 0) {
-      if (nodes_[n].waiting == 0) {
-        waiters_[n].clear();
-      } else {
-        LeaveWorkingSet(n);
-      }
-    }
+    if (--nodes_[n].active == 0) RepriceWaiters(n, /*entering=*/false);
   }
   const uint32_t position = active_position_[id];
   const RequestId moved = active_ids_.back();

@@ -170,8 +170,7 @@ class ChunkedHashTree {
   void MergeIntoOnlyChild(uint32_t node, std::span<const PrefixHash> hashes);
   void LeaveActive(RequestId id);
   void ExtendTip();
-  void EnterWorkingSet(uint32_t node);
-  void LeaveWorkingSet(uint32_t node);
+  void RepriceWaiters(uint32_t node, bool entering);
   void AddWaiter(uint32_t node, RequestId id);
   void CompactWaiters(uint32_t node);
   void PushDirty();
