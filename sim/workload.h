@@ -1,0 +1,101 @@
+// workload.h: the requests a run replays: arrival times, prompts with a controlled prefix-sharing
+// structure, and output lengths. Generated from a WorkloadSpec and a seed (same spec and seed give
+// the same workload bit for bit), or read from a Mooncake-format trace.
+//
+// Prompts are stored as token ids in one flat arena (PromptSet), because the selectors work on
+// tokens. Arrival times are integer nanoseconds (simulated time). Generation is O(total tokens).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "sim/synthetic_prompts.h"
+
+namespace feather {
+
+enum class ArrivalKind : uint8_t {
+  kPoisson,    // exponential inter-arrival times at rate_per_s
+  kPiecewise,  // Poisson whose rate changes by phase (e.g. 5 -> 10 -> 20 req/s)
+  kOffline,    // every request at time 0
+};
+
+struct RatePhase {
+  double duration_s = 0;  // the last phase lasts until every request has arrived
+  double rate_per_s = 0;
+};
+
+struct ArrivalSpec {
+  ArrivalKind kind = ArrivalKind::kPoisson;
+  double rate_per_s = 100;
+  std::vector<RatePhase> phases;  // kPiecewise only
+};
+
+enum class LengthKind : uint8_t { kFixed, kUniform, kLognormal };
+
+// A token count: fixed, uniform on [min, max], or lognormal with the given mean and sigma (of
+// the underlying normal) clamped to [min, max]. Always at least 1.
+struct LengthSpec {
+  LengthKind kind = LengthKind::kFixed;
+  uint32_t value = 100;  // kFixed
+  uint32_t min = 1;      // kUniform, kLognormal
+  uint32_t max = 1;
+  double mean = 100;  // kLognormal: mean of the length itself
+  double sigma = 0.5;
+};
+
+enum class SharingKind : uint8_t {
+  kGroups,       // `groups` shared prefixes of prefix_tokens, then a unique suffix
+  kRadix,        // a tree of `levels` levels, `branching` children, level_tokens per level
+  kFractional,   // one common prefix covering shared_fraction of each prompt, then unique
+  kTwoPrefixes,  // prefix A with probability shared_fraction, else prefix B, then unique
+  kNone,         // every prompt unique
+};
+
+enum class GroupSizes : uint8_t { kEqual, kZipf };
+
+struct SharingSpec {
+  SharingKind kind = SharingKind::kGroups;
+  uint32_t groups = 5;
+  uint32_t prefix_tokens = 5000;  // kGroups, kTwoPrefixes
+  GroupSizes group_sizes = GroupSizes::kEqual;
+  double zipf_exponent = 1.0;
+  uint32_t levels = 1;  // kRadix
+  uint32_t branching = 2;
+  uint32_t level_tokens = 1000;
+  double shared_fraction = 0.5;  // kFractional, kTwoPrefixes
+};
+
+// Replay of a Mooncake JSONL trace (../shared/traces/README.md).
+struct TraceSpec {
+  std::string path;
+  double time_scale = 1.0;  // arrival times are multiplied by it (0.5 = twice as fast)
+  uint64_t limit = 0;       // first `limit` requests only; 0 = all
+  uint32_t block_tokens = 512;
+};
+
+struct WorkloadSpec {
+  uint64_t requests = 1000;
+  ArrivalSpec arrival;
+  SharingSpec sharing;
+  // Unique tokens after the shared part (kGroups, kRadix, kTwoPrefixes) or the whole prompt
+  // length (kFractional, kNone).
+  LengthSpec prompt_tokens;
+  LengthSpec output_tokens;
+  bool use_trace = false;
+  TraceSpec trace;  // when use_trace; then arrival, sharing and lengths come from the trace
+};
+
+struct Workload {
+  std::vector<int64_t> arrival_ns;      // non-decreasing
+  std::vector<uint32_t> output_tokens;  // >= 1
+  PromptSet prompts;                    // prompts.group = Oracle prefix group
+
+  [[nodiscard]] size_t size() const { return arrival_ns.size(); }
+};
+
+// Throws std::invalid_argument for an inconsistent spec, and std::runtime_error naming the file,
+// line and field for an unreadable or malformed trace.
+[[nodiscard]] Workload GenerateWorkload(const WorkloadSpec& spec, uint64_t seed);
+
+}  // namespace feather
