@@ -17,17 +17,20 @@
 // Reference counts also give vLLM's batch-wide common prefix: the leading blocks of any running
 // request whose reference count equals the number of running requests.
 //
-// Complexity: Lookup O(hit blocks); Allocate O(new blocks + hit blocks); Free O(blocks of the
-// request); CommonPrefixBlocks O(common blocks). No allocation at steady state once the pool and
-// the per-request tables have grown.
+// Complexity: Lookup O(hit blocks); Allocate O(new blocks + hit blocks); MarkComputed O(newly
+// computed blocks); Free O(blocks of the request); CommonPrefixBlocks O(common blocks); all with
+// O(1) expected hash probes. No allocation at steady state once the hash index, the request array
+// and the recycled per-request tables have grown to their peak.
+//
+// Block tables and spans returned by BlockTable() stay valid until the next mutating call.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <span>
 #include <vector>
 
+#include "cht/flat_hash_map.h"
 #include "cht/types.h"
 
 namespace feather {
@@ -51,14 +54,21 @@ class KvCache {
 
   // Makes request `id` hold enough blocks for `total_tokens` tokens. On the request's first
   // call, its leading cached blocks (as LookupCachedTokens with `chain` and `prompt_tokens`)
-  // are shared first. Returns false, changing nothing, when the free queue cannot supply the
-  // new blocks. `chain` must stay the same across calls for one request.
+  // are shared first (all of them, even if `total_tokens` needs fewer). Returns false, changing
+  // nothing, when the free queue cannot supply the new blocks. `chain` must stay the same across
+  // calls for one request.
   [[nodiscard]] bool Allocate(RequestId id, std::span<const PrefixHash> chain,
                               uint32_t prompt_tokens, uint32_t total_tokens);
   // Tokens the request's first Allocate found cached (0 before it).
   [[nodiscard]] uint32_t CachedTokens(RequestId id) const;
   // Registers the request's full prompt blocks among its first `computed_tokens` tokens under
-  // their chain hashes (call as prefill progresses).
+  // their chain hashes (call as prefill progresses). Each block is considered once (a per-request
+  // cursor, as vLLM's num_cached_block): a block whose hash another block already holds (two
+  // requests computed the same prefix concurrently) stays unregistered, the existing registration
+  // wins, so NumCachedBlocks counts distinct hashes. (vLLM's BlockPool does not de-duplicate: it
+  // keeps both copies under the hash, hits the older, counts both as cached and their reuse as
+  // evictions, and the hash stays a hit while either survives.) `computed_tokens` must not
+  // exceed the tokens the request's table covers.
   void MarkComputed(RequestId id, std::span<const PrefixHash> chain, uint32_t computed_tokens);
   // Releases every block of the request (finish, or preemption by recompute).
   void Free(RequestId id);
@@ -70,23 +80,60 @@ class KvCache {
   [[nodiscard]] uint32_t CommonPrefixBlocks(RequestId id, uint32_t running_requests) const;
 
   [[nodiscard]] uint64_t num_blocks() const { return config_.num_blocks; }
-  [[nodiscard]] uint64_t NumUsedBlocks() const;   // reference count > 0
-  [[nodiscard]] uint64_t NumFreeBlocks() const;   // in the free queue (cached or empty)
-  [[nodiscard]] uint64_t NumCachedBlocks() const; // registered under a hash
-  [[nodiscard]] uint64_t evictions() const;       // cached blocks reused for new content
+  [[nodiscard]] uint64_t NumUsedBlocks() const;    // reference count > 0
+  [[nodiscard]] uint64_t NumFreeBlocks() const;    // in the free queue (cached or empty)
+  [[nodiscard]] uint64_t NumCachedBlocks() const;  // registered under a hash
+  [[nodiscard]] uint64_t evictions() const;        // cached blocks reused for new content
   [[nodiscard]] size_t MemoryBytes() const;
   // Exhaustive consistency check, O(blocks + requests); aborts on a violation.
   void CheckInvariants() const;
 
+  // Introspection (tests, metrics).
+  static constexpr uint32_t kNoBlock = 0xffffffffu;
+  // Whether `id` holds a block table (its first Allocate succeeded and it was not freed since).
+  [[nodiscard]] bool IsAllocated(RequestId id) const;
+  // The block registered under `hash`, or kNoBlock. O(1) expected.
+  [[nodiscard]] uint32_t FindCachedBlock(PrefixHash hash) const;
+  // Whether `block` is registered under a hash (its hash in *hash when non-null).
+  [[nodiscard]] bool IsRegistered(uint32_t block, PrefixHash* hash = nullptr) const;
+  // The free queue from head (next to allocate) to tail; O(free blocks).
+  [[nodiscard]] std::vector<uint32_t> FreeQueue() const;
+
  private:
-  KvCacheConfig config_;
-  // Implementation state: flat arrays indexed by block and by request id, an open-addressing
-  // hash -> block index, an intrusive doubly linked free queue.
-  struct Impl;
-  struct ImplDeleter {
-    void operator()(Impl* impl) const;
+  // Per-request record, indexed by RequestId (grown on demand).
+  struct RequestState {
+    uint32_t table = kNoBlock;   // index into tables_, kNoBlock when not allocated
+    uint32_t cached_tokens = 0;  // hit found by the first Allocate
+    uint32_t marked_blocks = 0;  // leading blocks MarkComputed has already considered
   };
-  std::unique_ptr<Impl, ImplDeleter> impl_;
+  // Free-queue links of one block (kNoBlock = none); meaningful only while its ref count is 0.
+  struct Links {
+    uint32_t prev = kNoBlock;
+    uint32_t next = kNoBlock;
+  };
+
+  [[nodiscard]] const RequestState* Find(RequestId id) const;
+  [[nodiscard]] uint32_t HitBlocks(std::span<const PrefixHash> chain, uint32_t prompt_tokens) const;
+  void QueueUnlink(uint32_t block);
+  void QueuePushBack(uint32_t block);
+  [[nodiscard]] uint32_t QueuePopFront();
+
+  KvCacheConfig config_;
+  // Per block: hot fields (reference count, free-queue links) apart from the cold hash.
+  std::vector<uint32_t> ref_count_;
+  std::vector<Links> links_;
+  std::vector<PrefixHash> block_hash_;  // valid where registered_[block]
+  std::vector<uint8_t> registered_;
+  FlatHashMap<PrefixHash, uint32_t> index_;  // registered hash -> block
+  uint32_t queue_head_ = kNoBlock;           // next block to allocate
+  uint32_t queue_tail_ = kNoBlock;           // most recently freed
+  uint64_t free_blocks_ = 0;
+  uint64_t evictions_ = 0;
+  // Requests, and their block tables: a pool of vectors recycled through a free list, so a
+  // table's capacity survives its request and steady-state allocation/growth does not allocate.
+  std::vector<RequestState> requests_;
+  std::vector<std::vector<uint32_t>> tables_;
+  std::vector<uint32_t> free_tables_;
 };
 
 }  // namespace feather
