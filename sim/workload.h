@@ -34,7 +34,8 @@ struct ArrivalSpec {
 enum class LengthKind : uint8_t { kFixed, kUniform, kLognormal };
 
 // A token count: fixed, uniform on [min, max], or lognormal with the given mean and sigma (of
-// the underlying normal) clamped to [min, max]. Always at least 1.
+// the underlying normal) clamped to [min, max]. Always at least 1 (value and min must be >= 1).
+// The lognormal's mean is that of the unclamped, unrounded draw: mu = ln(mean) - sigma^2 / 2.
 struct LengthSpec {
   LengthKind kind = LengthKind::kFixed;
   uint32_t value = 100;  // kFixed
@@ -69,9 +70,9 @@ struct SharingSpec {
 // Replay of a Mooncake JSONL trace (../shared/traces/README.md).
 struct TraceSpec {
   std::string path;
-  double time_scale = 1.0;  // arrival times are multiplied by it (0.5 = twice as fast)
-  uint64_t limit = 0;       // first `limit` requests only; 0 = all
-  uint32_t block_tokens = 512;
+  double time_scale = 1.0;      // arrival times are multiplied by it (0.5 = twice as fast)
+  uint64_t limit = 0;           // first `limit` requests only; 0 = all
+  uint32_t block_tokens = 512;  // tokens per hash block (Mooncake: 512)
 };
 
 struct WorkloadSpec {
@@ -86,16 +87,34 @@ struct WorkloadSpec {
   TraceSpec trace;  // when use_trace; then arrival, sharing and lengths come from the trace
 };
 
+// prompts.group, the Oracle selector's prefix group of each request:
+//   kGroups       the group drawn for it, in [0, groups)
+//   kRadix        its leaf index in [0, branching^levels) (the path's digits in base branching)
+//   kFractional   0 (one common prefix)
+//   kTwoPrefixes  0 for prefix A, 1 for prefix B
+//   kNone         kNoPrefixGroup (policies/selector.h): every request is a group of its own
+//   trace         dense ids in order of first appearance of the record's second block id (its
+//                 first when it has a single block). In the Mooncake conversation trace block 0
+//                 is a system prompt common to every request and block 1 starts a conversation,
+//                 so this approximates the conversation (the trace carries no session ids):
+//                 requests of one group share at least their first two blocks.
 struct Workload {
   std::vector<int64_t> arrival_ns;      // non-decreasing
   std::vector<uint32_t> output_tokens;  // >= 1
-  PromptSet prompts;                    // prompts.group = Oracle prefix group
+  PromptSet prompts;                    // prompts.group = Oracle prefix group (above)
 
   [[nodiscard]] size_t size() const { return arrival_ns.size(); }
 };
 
-// Throws std::invalid_argument for an inconsistent spec, and std::runtime_error naming the file,
-// line and field for an unreadable or malformed trace.
+// Throws std::invalid_argument for an inconsistent spec, and InputError (sim/input_error.h, a
+// std::runtime_error) naming the file, line and field for an unreadable or malformed trace.
+//
+// Synthetic: `spec.requests` requests (>= 1). Each part (arrivals, prompt lengths, output
+// lengths, group picks, unique tokens) has its own random stream, so changing one part of the
+// spec leaves the others unchanged. Unique tokens are random ids in [1, 2^31).
+// Trace (use_trace): every record of the trace, or its first trace.limit; spec.requests and the
+// seed are ignored (block id h always gives the same tokens, derived from h alone).
+// arrival_ns = timestamp_ms * 1e6 * time_scale, rounded.
 [[nodiscard]] Workload GenerateWorkload(const WorkloadSpec& spec, uint64_t seed);
 
 }  // namespace feather

@@ -1,0 +1,57 @@
+// trace_reader.h: reads a Mooncake-format request trace (JSON Lines) into flat, validated records.
+//
+// One record per line: {"timestamp": ms (integer, never decreasing), "input_length": tokens,
+// "output_length": tokens, "hash_ids": [block ids]} where block i covers prompt tokens
+// [i*block_tokens, (i+1)*block_tokens) and ids are chained prefix hashes (equal id = equal
+// prefix up to and including that block). See ../shared/traces/README.md. Extra fields are
+// ignored (other tools add e.g. "session_id"); blank lines are skipped.
+//
+// Every bad line becomes an InputProblem naming the file, the 1-based line and the field; the
+// reader checks the whole file (or its first `limit` records), then throws one InputError with up
+// to `max_problems` of them. Only this reader's .cc includes nlohmann-json (the I/O edge).
+//
+// Complexity: O(file size); all block ids live in one flat array.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace feather {
+
+struct TraceRecord {
+  int64_t timestamp_ms = 0;    // >= 0, non-decreasing over the trace
+  uint32_t input_tokens = 0;   // >= 1
+  uint32_t output_tokens = 0;  // >= 1
+  uint64_t first_block = 0;  // this record's block ids are MooncakeTrace::block_ids[first_block..)
+  uint32_t block_count = 0;  // == ceil(input_tokens / block_tokens)
+};
+
+struct MooncakeTrace {
+  std::vector<TraceRecord> records;
+  std::vector<uint64_t> block_ids;  // every record's hash_ids, back to back
+  uint64_t total_input_tokens = 0;
+
+  [[nodiscard]] size_t size() const { return records.size(); }
+  [[nodiscard]] std::span<const uint64_t> Blocks(size_t i) const {
+    return {block_ids.data() + records[i].first_block, records[i].block_count};
+  }
+};
+
+struct TraceReadOptions {
+  uint64_t limit = 0;           // read the first `limit` records only; 0 = the whole file
+  uint32_t block_tokens = 512;  // tokens per hash block (Mooncake: 512)
+  size_t max_problems = 20;     // problems listed in the error; the rest are counted
+};
+
+// Reads `path`. Throws InputError for an unreadable, empty or malformed file.
+[[nodiscard]] MooncakeTrace ReadMooncakeTrace(const std::string& path,
+                                              const TraceReadOptions& options);
+
+// Same, from an open stream; `file_name` is what the problems name.
+[[nodiscard]] MooncakeTrace ParseMooncakeTrace(std::istream& in, const std::string& file_name,
+                                               const TraceReadOptions& options);
+
+}  // namespace feather
