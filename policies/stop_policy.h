@@ -13,7 +13,7 @@
 //
 // Decide() must be cheap (it runs once per proposal); learning happens in OnStepExecuted().
 // A policy with learning() == false never changes its tables (a frozen, pretrained policy).
-// Policies hold no I/O: their tables are plain structs (policies/stop_policy_state.h) that
+// Policies hold no I/O: their tables are plain structs (policies/policy_state.h) that
 // policies/stop_policy_io.h saves to and loads from JSON.
 #pragma once
 

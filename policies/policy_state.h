@@ -1,0 +1,158 @@
+// policy_state.h: the plain data the learning stop policies share — the discretized state
+// (b, Δ, w) of paper §4.2, the flat (state, action) tables of the UCB bandit and of Q-learning,
+// the step reward, and a tiny seeded generator. No I/O: policies/stop_policy_io.h serializes
+// these structs.
+//
+// Discretization lives here and only here. Two schemes, each mapping to at most 11 bins per
+// dimension so that both share one 11×11×11×2 table layout:
+//   kAuthors      (default; the authors' public code): b̂ = min(b/4, 10), Δ̂ = clamp(Δ, −5, 5)
+//                 stored as Δ + 5, ŵ = min(w/4, 10).
+//   kExponential  (the paper's wording): b̂ and ŵ in exponential bins 0, 1, 2–3, 4–7, ...,
+//                 i.e. bit_width(x) capped at 10 (x ≥ 512 shares the last bin); Δ̂ in coarse
+//                 thresholds {≤0, 1–2, 3–5, ≥6} → 0..3.
+// Without a prefix signal (every selector but the CHT) the observation is Δ = 0 and
+// w = the number of waiting requests.
+//
+// Complexity: Observe, Discretize, StateIndex, CellIndex, StepRewardTokensPerS, SplitMix64::Next
+// are O(1) and allocation-free; the tables are fixed-size arrays (2,662 cells each).
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <bit>
+#include <cstdint>
+#include <optional>
+#include <string_view>
+
+#include "policies/stop_policy.h"
+
+namespace feather {
+
+enum class StateBins : uint8_t { kAuthors, kExponential };
+
+[[nodiscard]] constexpr std::string_view StateBinsName(StateBins bins) {
+  return bins == StateBins::kAuthors ? "authors" : "exponential";
+}
+// nullopt for an unknown name (valid: "authors", "exponential").
+[[nodiscard]] constexpr std::optional<StateBins> ParseStateBins(std::string_view name) {
+  if (name == "authors") return StateBins::kAuthors;
+  if (name == "exponential") return StateBins::kExponential;
+  return std::nullopt;
+}
+
+inline constexpr uint32_t kBinsPerDimension = 11;
+inline constexpr uint32_t kNumStates = kBinsPerDimension * kBinsPerDimension * kBinsPerDimension;
+inline constexpr uint32_t kNumActions = 2;  // index = static_cast<uint32_t>(StopDecision)
+inline constexpr uint32_t kNumCells = kNumStates * kNumActions;
+
+// The raw (undiscretized) observation for one proposal.
+struct Observation {
+  uint32_t batch_size = 0;      // b
+  int64_t tip_loss_chunks = 0;  // Δ = tip before − tip after (signed: an empty batch may report
+                                // a tip that grows)
+  uint32_t peers = 0;           // w
+  bool has_tip = false;         // a signal is present and its tip before is non-zero
+};
+
+[[nodiscard]] inline Observation Observe(const StopContext& context) {
+  Observation o;
+  o.batch_size = context.batch_size;
+  if (context.signal) {
+    o.tip_loss_chunks = static_cast<int64_t>(context.signal->tip_before_chunks) -
+                        static_cast<int64_t>(context.signal->tip_after_chunks);
+    o.peers = context.signal->peers;
+    o.has_tip = context.signal->tip_before_chunks > 0;
+  } else {
+    o.peers = context.waiting;
+  }
+  return o;
+}
+
+// A discretized state: one bin index per dimension, each below kBinsPerDimension.
+struct StateKey {
+  uint8_t b_bin = 0;
+  uint8_t delta_bin = 0;
+  uint8_t w_bin = 0;
+  friend bool operator==(const StateKey&, const StateKey&) = default;
+};
+
+namespace policy_state_internal {
+[[nodiscard]] constexpr uint8_t ExponentialBin(uint32_t x) {
+  return static_cast<uint8_t>(
+      std::min<uint32_t>(static_cast<uint32_t>(std::bit_width(x)), kBinsPerDimension - 1));
+}
+[[nodiscard]] constexpr uint8_t LinearBin(uint32_t x) {
+  return static_cast<uint8_t>(std::min<uint32_t>(x / 4, kBinsPerDimension - 1));
+}
+}  // namespace policy_state_internal
+
+[[nodiscard]] constexpr StateKey Discretize(const Observation& o, StateBins bins) {
+  using policy_state_internal::ExponentialBin;
+  using policy_state_internal::LinearBin;
+  StateKey key;
+  if (bins == StateBins::kAuthors) {
+    key.b_bin = LinearBin(o.batch_size);
+    key.delta_bin = static_cast<uint8_t>(std::clamp<int64_t>(o.tip_loss_chunks, -5, 5) + 5);
+    key.w_bin = LinearBin(o.peers);
+  } else {
+    key.b_bin = ExponentialBin(o.batch_size);
+    const int64_t d = o.tip_loss_chunks;
+    key.delta_bin = d <= 0 ? 0 : d <= 2 ? 1 : d <= 5 ? 2 : 3;
+    key.w_bin = ExponentialBin(o.peers);
+  }
+  return key;
+}
+
+[[nodiscard]] constexpr uint32_t StateIndex(const StateKey& key) {
+  return (uint32_t{key.b_bin} * kBinsPerDimension + key.delta_bin) * kBinsPerDimension + key.w_bin;
+}
+[[nodiscard]] constexpr StateKey StateKeyAt(uint32_t state_index) {
+  StateKey key;
+  key.w_bin = static_cast<uint8_t>(state_index % kBinsPerDimension);
+  key.delta_bin = static_cast<uint8_t>((state_index / kBinsPerDimension) % kBinsPerDimension);
+  key.b_bin = static_cast<uint8_t>(state_index / (kBinsPerDimension * kBinsPerDimension));
+  return key;
+}
+[[nodiscard]] constexpr uint32_t CellIndex(uint32_t state_index, StopDecision action) {
+  return state_index * kNumActions + static_cast<uint32_t>(action);
+}
+
+// Reward of an executed step: decode throughput in tokens/s; nullopt when the step has no
+// duration (no reward can be computed; the pending decisions are dropped).
+[[nodiscard]] inline std::optional<double> StepRewardTokensPerS(const StepFeedback& feedback) {
+  if (feedback.step_ns <= 0) return std::nullopt;
+  return static_cast<double>(feedback.decode_tokens) /
+         (static_cast<double>(feedback.step_ns) * 1e-9);
+}
+
+// UCB bandit statistics. Invariant: total_decisions == Σ count (S of the UCB formula counts the
+// decisions whose reward has been credited).
+struct BanditTables {
+  std::array<uint64_t, kNumCells> count{};
+  std::array<double, kNumCells> reward_sum{};
+  uint64_t total_decisions = 0;
+};
+
+// Q-learning table. Q starts at 0; visits counts updates per cell (for reports and for the
+// sparse save format); decisions counts learning decisions and drives the ε schedule.
+struct QTables {
+  std::array<double, kNumCells> q{};
+  std::array<uint64_t, kNumCells> visits{};
+  uint64_t decisions = 0;
+};
+
+// SplitMix64 (Steele, Lea, Flood 2014): a tiny deterministic generator so that policies do not
+// depend on sim/ and never use std:: distributions (whose output differs between libraries).
+struct SplitMix64 {
+  uint64_t state = 0;
+  [[nodiscard]] uint64_t Next() {
+    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  }
+  // Uniform in [0, 1) with 53 random bits.
+  [[nodiscard]] double NextUnit() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
+};
+
+}  // namespace feather

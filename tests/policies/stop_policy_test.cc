@@ -1,0 +1,589 @@
+// stop_policy_test.cc: the stop policies' decisions and learning — per-step decision tables for
+// the heuristic, UCB convergence on synthetic arms, a hand-computed Q update, the ε schedule,
+// Dynamic Batching's memory and latency caps, frozen policies, discretization and the factory.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <memory>
+#include <optional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "policies/always_add_policy.h"
+#include "policies/bandit_policy.h"
+#include "policies/dynamic_batching_policy.h"
+#include "policies/heuristic_policy.h"
+#include "policies/policy_state.h"
+#include "policies/qlearning_policy.h"
+#include "policies/stop_policy_factory.h"
+
+namespace feather {
+namespace {
+
+constexpr StopDecision kAdd = StopDecision::kAdd;
+constexpr StopDecision kStop = StopDecision::kStop;
+
+PrefixSignal Signal(uint32_t before, uint32_t after, uint32_t peers) {
+  PrefixSignal s;
+  s.tip_before_chunks = before;
+  s.tip_after_chunks = after;
+  s.peers = peers;
+  s.chunk_tokens = 50;
+  return s;
+}
+
+StopContext Context(uint32_t batch_size, std::optional<PrefixSignal> signal, uint32_t waiting = 1) {
+  StopContext c;
+  c.batch_size = batch_size;
+  c.signal = signal;
+  c.waiting = waiting;
+  return c;
+}
+
+// A step whose reward (decode tokens per second) is exactly `tokens_per_s`.
+StepFeedback Reward(uint32_t tokens_per_s) {
+  StepFeedback f;
+  f.batch_size = tokens_per_s;
+  f.decode_tokens = tokens_per_s;
+  f.step_ns = 1'000'000'000;
+  return f;
+}
+
+// ---------------------------------------------------------------- discretization
+
+TEST(PolicyState, AuthorsBinsFollowTheAuthorsFormula) {
+  struct Row {
+    uint32_t b;
+    int64_t delta;
+    uint32_t w;
+    StateKey expected;
+  };
+  const std::vector<Row> rows = {
+      {0, 0, 0, {0, 5, 0}},      {3, 1, 3, {0, 6, 0}},        {4, -1, 4, {1, 4, 1}},
+      {43, 5, 40, {10, 10, 10}}, {44, 9, 1000, {10, 10, 10}}, {7, -7, 39, {1, 0, 9}},
+  };
+  for (const Row& row : rows) {
+    Observation o;
+    o.batch_size = row.b;
+    o.tip_loss_chunks = row.delta;
+    o.peers = row.w;
+    EXPECT_EQ(Discretize(o, StateBins::kAuthors), row.expected)
+        << "b=" << row.b << " delta=" << row.delta << " w=" << row.w;
+  }
+}
+
+TEST(PolicyState, ExponentialBinsUseBitWidthAndCoarseDelta) {
+  struct Row {
+    uint32_t x;
+    uint8_t bin;
+  };
+  for (const Row& row : std::vector<Row>{{0, 0},
+                                         {1, 1},
+                                         {2, 2},
+                                         {3, 2},
+                                         {4, 3},
+                                         {7, 3},
+                                         {8, 4},
+                                         {511, 9},
+                                         {512, 10},
+                                         {100000, 10}}) {
+    Observation o;
+    o.batch_size = row.x;
+    o.peers = row.x;
+    const StateKey key = Discretize(o, StateBins::kExponential);
+    EXPECT_EQ(key.b_bin, row.bin) << row.x;
+    EXPECT_EQ(key.w_bin, row.bin) << row.x;
+  }
+  struct DeltaRow {
+    int64_t delta;
+    uint8_t bin;
+  };
+  for (const DeltaRow& row :
+       std::vector<DeltaRow>{{-3, 0}, {0, 0}, {1, 1}, {2, 1}, {3, 2}, {5, 2}, {6, 3}, {100, 3}}) {
+    Observation o;
+    o.tip_loss_chunks = row.delta;
+    EXPECT_EQ(Discretize(o, StateBins::kExponential).delta_bin, row.bin) << row.delta;
+  }
+}
+
+TEST(PolicyState, ObservationWithoutSignalUsesWaitingAndZeroLoss) {
+  const Observation o = Observe(Context(12, std::nullopt, /*waiting=*/33));
+  EXPECT_EQ(o.batch_size, 12u);
+  EXPECT_EQ(o.tip_loss_chunks, 0);
+  EXPECT_EQ(o.peers, 33u);
+  EXPECT_FALSE(o.has_tip);
+  const Observation s = Observe(Context(1, Signal(3, 7, 2)));
+  EXPECT_EQ(s.tip_loss_chunks, -4);  // signed: the tip may grow when the batch is empty
+  EXPECT_EQ(s.peers, 2u);
+  EXPECT_TRUE(s.has_tip);
+}
+
+TEST(PolicyState, StateIndexRoundTripsAndCoversTheTable) {
+  for (uint32_t i = 0; i < kNumStates; ++i) EXPECT_EQ(StateIndex(StateKeyAt(i)), i);
+  EXPECT_EQ(StateIndex(StateKey{10, 10, 10}), kNumStates - 1);
+}
+
+TEST(PolicyState, RewardIsDecodeTokensPerSecond) {
+  StepFeedback f;
+  f.decode_tokens = 64;
+  f.step_ns = 20'000'000;  // 20 ms
+  ASSERT_TRUE(StepRewardTokensPerS(f).has_value());
+  EXPECT_DOUBLE_EQ(*StepRewardTokensPerS(f), 3200.0);
+  f.step_ns = 0;
+  EXPECT_FALSE(StepRewardTokensPerS(f).has_value());
+}
+
+// ---------------------------------------------------------------- always
+
+TEST(AlwaysAddPolicy, AddsEverything) {
+  AlwaysAddPolicy policy;
+  policy.BeginRound();
+  EXPECT_EQ(policy.Decide(Context(0, std::nullopt)), kAdd);
+  EXPECT_EQ(policy.Decide(Context(500, Signal(100, 0, 0))), kAdd);
+  policy.OnStepExecuted(Reward(10));
+}
+
+// ---------------------------------------------------------------- heuristic
+
+TEST(HeuristicPolicy, PerStepDecisionTableCoversEveryRule) {
+  HeuristicPolicy policy;  // 5 / 7 with >= 10 peers / floor up to 10
+  struct Row {
+    const char* rule;
+    uint32_t b;
+    std::optional<PrefixSignal> signal;
+    StopDecision expected;
+    uint32_t floor_after;
+  };
+  const std::vector<Row> rows = {
+      {"empty batch admits any loss", 0, Signal(40, 0, 1), kAdd, 2},
+      {"loss 5 within max", 5, Signal(20, 15, 1), kAdd, 3},
+      {"loss 6, 10 peers: relaxed", 5, Signal(20, 14, 10), kAdd, 4},
+      {"loss 6, 9 peers, b >= floor: stop", 5, Signal(20, 14, 9), kStop, 4},
+      {"loss 8 beyond relaxed even with peers", 5, Signal(20, 12, 100), kStop, 4},
+      {"loss 8 but b < floor", 3, Signal(20, 12, 0), kAdd, 5},
+      {"loss 7, 10 peers: relaxed bound inclusive", 9, Signal(20, 13, 10), kAdd, 6},
+      {"negative loss (tip grows) is free", 30, Signal(2, 5, 0), kAdd, 7},
+      {"no signal: loss 0, admits", 40, std::nullopt, kAdd, 8},
+      {"loss 0 with a tip: free addition", 40, Signal(9, 9, 0), kAdd, 9},
+      {"floor reaches cap", 40, Signal(9, 9, 0), kAdd, 10},
+      {"floor stays at cap", 40, Signal(9, 9, 0), kAdd, 10},
+      {"b = 9 < floor 10 tolerates any loss", 9, Signal(100, 0, 0), kAdd, 10},
+      {"b = 10 = floor: large loss stops", 10, Signal(100, 0, 0), kStop, 10},
+  };
+  for (const Row& row : rows) {
+    policy.BeginRound();  // the floor persists across rounds
+    EXPECT_EQ(policy.Decide(Context(row.b, row.signal)), row.expected) << row.rule;
+    EXPECT_EQ(policy.floor(), row.floor_after) << row.rule;
+  }
+}
+
+TEST(HeuristicPolicy, ConstantsAreConfigurable) {
+  HeuristicConfig config;
+  config.max_loss_chunks = 1;
+  config.relaxed_loss_chunks = 2;
+  config.relaxed_min_peers = 3;
+  config.floor_cap = 1;
+  HeuristicPolicy policy(config);
+  EXPECT_EQ(policy.Decide(Context(4, Signal(10, 9, 0))), kAdd);
+  EXPECT_EQ(policy.Decide(Context(4, Signal(10, 8, 3))), kAdd);
+  EXPECT_EQ(policy.Decide(Context(4, Signal(10, 8, 2))), kStop);
+  EXPECT_EQ(policy.floor(), 1u);
+}
+
+// ---------------------------------------------------------------- bandit
+
+// One round in a fixed non-forced state (b = 8, Δ = 2): returns the decision and rewards it.
+StopDecision BanditRound(BanditPolicy& policy, uint32_t add_reward, uint32_t stop_reward) {
+  policy.BeginRound();
+  const StopDecision d = policy.Decide(Context(8, Signal(10, 8, 4)));
+  policy.OnStepExecuted(Reward(d == kAdd ? add_reward : stop_reward));
+  return d;
+}
+
+TEST(BanditPolicy, ConvergesToTheBetterArm) {
+  constexpr int kRounds = 4000;
+  for (const bool add_better : {true, false}) {
+    BanditPolicy policy;  // c = 200
+    int adds = 0;
+    for (int i = 0; i < kRounds; ++i) {
+      adds += BanditRound(policy, add_better ? 100 : 50, add_better ? 50 : 100) == kAdd ? 1 : 0;
+    }
+    const double better_share =
+        static_cast<double>(add_better ? adds : kRounds - adds) / static_cast<double>(kRounds);
+    EXPECT_GE(better_share, 0.9) << (add_better ? "add" : "stop") << " is better";
+    EXPECT_EQ(policy.tables().total_decisions, static_cast<uint64_t>(kRounds));
+  }
+}
+
+TEST(BanditPolicy, UcbScoreMatchesTheFormula) {
+  BanditPolicy policy;
+  const uint32_t state = StateIndex(StateKey{2, 7, 1});
+  auto tables = std::make_unique<BanditTables>();
+  tables->count[CellIndex(state, kAdd)] = 4;
+  tables->reward_sum[CellIndex(state, kAdd)] = 400.0;
+  tables->total_decisions = 9;
+  tables->count[CellIndex(0, kStop)] = 5;
+  policy.Restore(policy.config(), *tables);
+  EXPECT_DOUBLE_EQ(policy.Ucb(state, kAdd), 100.0 + 200.0 * std::sqrt(std::log(10.0) / 4.0));
+  EXPECT_TRUE(std::isinf(policy.Ucb(state, kStop)));
+}
+
+TEST(BanditPolicy, UnseenPairsTieToAddAndAnUnseenStopIsExplored) {
+  BanditPolicy policy;
+  EXPECT_EQ(BanditRound(policy, 100, 50), kAdd);   // both unseen: tie → Add
+  EXPECT_EQ(BanditRound(policy, 100, 50), kStop);  // Stop unseen: +∞
+  EXPECT_EQ(policy.tables().total_decisions, 2u);
+}
+
+TEST(BanditPolicy, ForcedDecisionsAreNotRecorded) {
+  BanditPolicy policy;
+  policy.BeginRound();
+  EXPECT_EQ(policy.Decide(Context(0, Signal(0, 30, 1))), kAdd);   // empty batch
+  EXPECT_EQ(policy.Decide(Context(5, Signal(12, 12, 1))), kAdd);  // Δ = 0 with a tip
+  policy.OnStepExecuted(Reward(100));
+  EXPECT_EQ(policy.tables().total_decisions, 0u);
+}
+
+TEST(BanditPolicy, WithoutSignalTheTableStateUsesWaiting) {
+  BanditPolicy policy;
+  policy.BeginRound();
+  EXPECT_EQ(policy.Decide(Context(5, std::nullopt, /*waiting=*/20)), kAdd);  // not forced
+  policy.OnStepExecuted(Reward(70));
+  const uint32_t state = StateIndex(StateKey{1, 5, 5});
+  EXPECT_EQ(policy.tables().count[CellIndex(state, kAdd)], 1u);
+  EXPECT_DOUBLE_EQ(policy.tables().reward_sum[CellIndex(state, kAdd)], 70.0);
+}
+
+TEST(BanditPolicy, RewardIsCreditedToEveryDecisionOfTheRound) {
+  BanditPolicy policy;
+  policy.BeginRound();
+  EXPECT_EQ(policy.Decide(Context(4, Signal(10, 9, 0))), kAdd);
+  EXPECT_EQ(policy.Decide(Context(5, Signal(9, 8, 0))), kAdd);  // same state, still unseen
+  EXPECT_EQ(policy.Decide(Context(12, Signal(8, 1, 0))), kAdd);
+  policy.OnStepExecuted(Reward(300));
+  const BanditTables& t = policy.tables();
+  EXPECT_EQ(t.total_decisions, 3u);
+  EXPECT_EQ(t.count[CellIndex(StateIndex(StateKey{1, 6, 0}), kAdd)], 2u);
+  EXPECT_DOUBLE_EQ(t.reward_sum[CellIndex(StateIndex(StateKey{1, 6, 0}), kAdd)], 600.0);
+  EXPECT_EQ(t.count[CellIndex(StateIndex(StateKey{3, 10, 0}), kAdd)], 1u);
+  // A second feedback without a new round credits nothing; a round without a step drops.
+  policy.OnStepExecuted(Reward(300));
+  policy.BeginRound();
+  (void)policy.Decide(Context(4, Signal(10, 9, 0)));
+  policy.BeginRound();
+  policy.OnStepExecuted(Reward(300));
+  EXPECT_EQ(policy.tables().total_decisions, 3u);
+}
+
+TEST(BanditPolicy, FrozenIsGreedyOnMeansAndNeverChanges) {
+  BanditPolicy policy;
+  for (int i = 0; i < 50; ++i) (void)BanditRound(policy, 50, 100);  // Stop better
+  policy.set_learning(false);
+  const auto before = std::make_unique<BanditTables>(policy.tables());
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(BanditRound(policy, 50, 100), kStop);
+  EXPECT_EQ(policy.tables().count, before->count);
+  EXPECT_EQ(policy.tables().reward_sum, before->reward_sum);
+  EXPECT_EQ(policy.tables().total_decisions, before->total_decisions);
+  // A state never seen: Add.
+  policy.BeginRound();
+  EXPECT_EQ(policy.Decide(Context(30, Signal(10, 1, 30))), kAdd);
+}
+
+// ---------------------------------------------------------------- Q-learning
+
+QLearningConfig GreedyConfig() {
+  QLearningConfig config;
+  config.learning_rate = 0.5;
+  config.discount = 0.9;
+  config.epsilon_start = 0.0;
+  config.epsilon_min = 0.0;
+  return config;
+}
+
+TEST(QLearningPolicy, TwoDecisionEpisodeMatchesHandComputation) {
+  QLearningPolicy policy(GreedyConfig(), 7);
+  // s0: b = 4, Δ = 1, w = 0 → (1, 6, 0); s1: b = 8, Δ = 1, w = 0 → (2, 6, 0).
+  const uint32_t s0 = StateIndex(StateKey{1, 6, 0});
+  const uint32_t s1 = StateIndex(StateKey{2, 6, 0});
+  auto tables = std::make_unique<QTables>();
+  tables->q[CellIndex(s0, kAdd)] = 10.0;
+  tables->q[CellIndex(s0, kStop)] = 0.0;
+  tables->q[CellIndex(s1, kAdd)] = 20.0;
+  tables->q[CellIndex(s1, kStop)] = 30.0;
+  policy.Restore(policy.config(), *tables, 7);
+
+  policy.BeginRound();
+  EXPECT_EQ(policy.Decide(Context(4, Signal(10, 9, 0))), kAdd);  // greedy: 10 > 0
+  EXPECT_EQ(policy.Decide(Context(8, Signal(9, 8, 0))), kStop);  // greedy: 30 > 20
+  policy.OnStepExecuted(Reward(100));
+  // Q(s0, add) = 10 + 0.5 · (100 + 0.9 · max(20, 30) − 10) = 68.5
+  // Q(s1, stop) = 30 + 0.5 · (100 − 30) = 65           (terminal)
+  EXPECT_DOUBLE_EQ(policy.Q(s0, kAdd), 68.5);
+  EXPECT_DOUBLE_EQ(policy.Q(s1, kStop), 65.0);
+  EXPECT_DOUBLE_EQ(policy.Q(s0, kStop), 0.0);
+  EXPECT_DOUBLE_EQ(policy.Q(s1, kAdd), 20.0);
+  EXPECT_EQ(policy.tables().visits[CellIndex(s0, kAdd)], 1u);
+  EXPECT_EQ(policy.tables().visits[CellIndex(s1, kStop)], 1u);
+  EXPECT_EQ(policy.tables().decisions, 2u);
+}
+
+TEST(QLearningPolicy, UpdatesApplyInDecisionOrderWithinAnEpisode) {
+  // Two decisions in the same state: the second (terminal) update sees the first's result.
+  QLearningPolicy policy(GreedyConfig(), 1);
+  const uint32_t s = StateIndex(StateKey{1, 6, 0});
+  policy.BeginRound();
+  EXPECT_EQ(policy.Decide(Context(4, Signal(10, 9, 0))), kAdd);  // tie 0 = 0 → Add
+  EXPECT_EQ(policy.Decide(Context(5, Signal(9, 8, 0))), kAdd);
+  policy.OnStepExecuted(Reward(10));
+  // First: 0 + 0.5 · (10 + 0.9 · 0 − 0) = 5; then terminal: 5 + 0.5 · (10 − 5) = 7.5.
+  EXPECT_DOUBLE_EQ(policy.Q(s, kAdd), 7.5);
+  EXPECT_EQ(policy.tables().visits[CellIndex(s, kAdd)], 2u);
+}
+
+TEST(QLearningPolicy, EpsilonDecaysLinearlyToTheMinimum) {
+  QLearningConfig config;
+  config.epsilon_start = 1.0;
+  config.epsilon_min = 0.05;
+  config.epsilon_decay_decisions = 100;
+  EXPECT_DOUBLE_EQ(QLearningPolicy::EpsilonAt(config, 0), 1.0);
+  EXPECT_DOUBLE_EQ(QLearningPolicy::EpsilonAt(config, 50), 0.525);
+  EXPECT_DOUBLE_EQ(QLearningPolicy::EpsilonAt(config, 100), 0.05);
+  EXPECT_DOUBLE_EQ(QLearningPolicy::EpsilonAt(config, 100000), 0.05);
+  config.epsilon_decay_decisions = 0;
+  EXPECT_DOUBLE_EQ(QLearningPolicy::EpsilonAt(config, 0), 0.05);
+
+  config.epsilon_decay_decisions = 100;
+  QLearningPolicy policy(config, 3);
+  for (int i = 0; i < 30; ++i) {
+    policy.BeginRound();
+    (void)policy.Decide(Context(8, Signal(10, 8, 4)));
+    (void)policy.Decide(Context(0, Signal(10, 8, 4)));  // forced: not counted
+    policy.OnStepExecuted(Reward(10));
+  }
+  EXPECT_EQ(policy.tables().decisions, 30u);
+  EXPECT_DOUBLE_EQ(policy.epsilon(), QLearningPolicy::EpsilonAt(config, 30));
+  policy.set_learning(false);
+  (void)policy.Decide(Context(8, Signal(10, 8, 4)));
+  EXPECT_EQ(policy.tables().decisions, 30u);  // frozen decisions do not advance ε
+}
+
+TEST(QLearningPolicy, FullExplorationPicksBothActionsRoughlyEvenly) {
+  QLearningConfig config;
+  config.epsilon_start = 1.0;
+  config.epsilon_min = 1.0;
+  QLearningPolicy policy(config, 11);
+  int adds = 0;
+  for (int i = 0; i < 2000; ++i) {
+    policy.BeginRound();
+    adds += policy.Decide(Context(8, Signal(10, 8, 4))) == kAdd ? 1 : 0;
+  }
+  EXPECT_GT(adds, 900);
+  EXPECT_LT(adds, 1100);
+}
+
+std::vector<StopDecision> QTrace(uint64_t seed) {
+  QLearningConfig config;
+  config.epsilon_decay_decisions = 200;
+  QLearningPolicy policy(config, seed);
+  std::vector<StopDecision> trace;
+  for (uint32_t round = 0; round < 300; ++round) {
+    policy.BeginRound();
+    for (uint32_t b = 1; b < 40; ++b) {
+      const StopDecision d = policy.Decide(Context(b, Signal(20, 20 - b % 7, b % 13)));
+      trace.push_back(d);
+      if (d == kStop) break;
+    }
+    policy.OnStepExecuted(Reward(100 + round % 17));
+  }
+  return trace;
+}
+
+TEST(QLearningPolicy, SameSeedSameDecisions) {
+  EXPECT_EQ(QTrace(5), QTrace(5));
+  EXPECT_NE(QTrace(5), QTrace(6));
+}
+
+TEST(QLearningPolicy, LearnsToPreferTheBetterActionInAFixedState) {
+  QLearningConfig config;
+  config.epsilon_decay_decisions = 500;
+  for (const bool add_better : {true, false}) {
+    QLearningPolicy policy(config, 2);
+    for (int i = 0; i < 2000; ++i) {
+      policy.BeginRound();
+      const StopDecision d = policy.Decide(Context(8, Signal(10, 8, 4)));
+      policy.OnStepExecuted(Reward((d == kAdd) == add_better ? 100 : 50));
+    }
+    policy.set_learning(false);
+    policy.BeginRound();
+    EXPECT_EQ(policy.Decide(Context(8, Signal(10, 8, 4))), add_better ? kAdd : kStop);
+  }
+}
+
+TEST(QLearningPolicy, FrozenIsGreedyAndNeverChanges) {
+  QLearningPolicy policy(QLearningConfig{}, 9);
+  for (int i = 0; i < 100; ++i) {
+    policy.BeginRound();
+    const StopDecision d = policy.Decide(Context(8, Signal(10, 8, 4)));
+    policy.OnStepExecuted(Reward(d == kAdd ? 10 : 90));
+  }
+  policy.set_learning(false);
+  const auto before = std::make_unique<QTables>(policy.tables());
+  const uint64_t rng_before = policy.rng_state();
+  const uint32_t s =
+      StateIndex(Discretize(Observe(Context(8, Signal(10, 8, 4))), StateBins::kAuthors));
+  const StopDecision greedy = policy.Q(s, kAdd) >= policy.Q(s, kStop) ? kAdd : kStop;
+  for (int i = 0; i < 50; ++i) {
+    policy.BeginRound();
+    EXPECT_EQ(policy.Decide(Context(8, Signal(10, 8, 4))), greedy);
+    policy.OnStepExecuted(Reward(1000));
+  }
+  EXPECT_EQ(policy.tables().q, before->q);
+  EXPECT_EQ(policy.tables().visits, before->visits);
+  EXPECT_EQ(policy.tables().decisions, before->decisions);
+  EXPECT_EQ(policy.rng_state(), rng_before);
+}
+
+TEST(QLearningPolicy, ExponentialBinsAreSelectable) {
+  QLearningConfig config = GreedyConfig();
+  config.state_bins = StateBins::kExponential;
+  QLearningPolicy policy(config, 1);
+  policy.BeginRound();
+  EXPECT_EQ(policy.Decide(Context(5, Signal(10, 6, 3))), kAdd);
+  policy.OnStepExecuted(Reward(10));
+  // b = 5 → bit_width 3; Δ = 4 → bin 2; w = 3 → bit_width 2.
+  EXPECT_EQ(policy.tables().visits[CellIndex(StateIndex(StateKey{3, 2, 2}), kAdd)], 1u);
+}
+
+// ---------------------------------------------------------------- Dynamic Batching
+
+StopContext MemoryContext(uint32_t b, uint64_t used, uint64_t total, uint32_t candidate) {
+  StopContext c = Context(b, std::nullopt);
+  c.kv_used_blocks = used;
+  c.kv_total_blocks = total;
+  c.candidate_blocks = candidate;
+  return c;
+}
+
+StepFeedback Step(uint32_t batch_size, double step_ms) {
+  StepFeedback f;
+  f.batch_size = batch_size;
+  f.decode_tokens = batch_size;
+  f.step_ns = static_cast<int64_t>(step_ms * 1e6);
+  return f;
+}
+
+TEST(DynamicBatchingPolicy, MemoryCapStopsAboveTheFraction) {
+  DynamicBatchingPolicy policy;                                   // 95 % of the pool
+  EXPECT_EQ(policy.Decide(MemoryContext(3, 90, 100, 5)), kAdd);   // 95 = 95: not above
+  EXPECT_EQ(policy.Decide(MemoryContext(3, 90, 100, 6)), kStop);  // 96 > 95
+  EXPECT_EQ(policy.Decide(MemoryContext(0, 90, 100, 60)), kAdd);  // empty batch: progress
+  EXPECT_EQ(policy.Decide(MemoryContext(3, 90, 0, 60)), kAdd);    // no memory reported
+  // Prefix signals are ignored.
+  StopContext c = MemoryContext(3, 10, 100, 1);
+  c.signal = Signal(100, 0, 0);
+  EXPECT_EQ(policy.Decide(c), kAdd);
+}
+
+TEST(DynamicBatchingPolicy, LatencyCapUsesTheFittedLine) {
+  DynamicBatchingPolicy policy;  // 50 ms target
+  for (int i = 0; i < 5; ++i) policy.OnStepExecuted(Step(10, 20.0));
+  EXPECT_FALSE(policy.PredictStepMs(40).has_value());  // one batch size: no fit yet
+  EXPECT_EQ(policy.Decide(Context(1000, std::nullopt)), kAdd);
+  policy.OnStepExecuted(Step(20, 30.0));  // t = 10 + n ms
+  ASSERT_TRUE(policy.PredictStepMs(40).has_value());
+  EXPECT_NEAR(*policy.PredictStepMs(40), 50.0, 1e-9);
+  EXPECT_EQ(policy.Decide(Context(38, std::nullopt)), kAdd);   // predicts 49 ms at 39
+  EXPECT_EQ(policy.Decide(Context(40, std::nullopt)), kStop);  // predicts 51 ms at 41
+  EXPECT_EQ(policy.Decide(Context(0, std::nullopt)), kAdd);
+}
+
+TEST(DynamicBatchingPolicy, PlainLeastSquaresFitsNoisyPoints) {
+  DynamicBatchingConfig config;
+  config.forgetting = 1.0;
+  DynamicBatchingPolicy policy(config);
+  // t = 5 + 2n with ±1 ms alternating noise, symmetric per batch size.
+  for (uint32_t n = 1; n <= 20; ++n) {
+    policy.OnStepExecuted(Step(n, 5.0 + 2.0 * n + 1.0));
+    policy.OnStepExecuted(Step(n, 5.0 + 2.0 * n - 1.0));
+  }
+  EXPECT_NEAR(*policy.PredictStepMs(0), 5.0, 1e-6);
+  EXPECT_NEAR(*policy.PredictStepMs(30), 65.0, 1e-6);
+}
+
+TEST(DynamicBatchingPolicy, FrozenKeepsItsFit) {
+  DynamicBatchingPolicy policy;
+  policy.OnStepExecuted(Step(10, 20.0));
+  policy.OnStepExecuted(Step(20, 30.0));
+  policy.set_learning(false);
+  policy.OnStepExecuted(Step(30, 100.0));
+  EXPECT_EQ(policy.fit().max_batch_seen, 20u);
+  EXPECT_NEAR(*policy.PredictStepMs(40), 50.0, 1e-9);
+}
+
+// ---------------------------------------------------------------- factory
+
+TEST(StopPolicyFactory, BuildsEveryNamedPolicy) {
+  const std::vector<std::string_view> expected = {"always", "heuristic", "bandit", "qlearning",
+                                                  "dynamic-batching"};
+  ASSERT_EQ(StopPolicyNames().size(), expected.size());
+  for (size_t i = 0; i < expected.size(); ++i) {
+    EXPECT_EQ(StopPolicyNames()[i], expected[i]);
+    const std::unique_ptr<StopPolicy> policy = MakeStopPolicy(expected[i]);
+    ASSERT_NE(policy, nullptr);
+    EXPECT_EQ(policy->Name(), expected[i]);
+    EXPECT_TRUE(policy->learning());
+  }
+}
+
+TEST(StopPolicyFactory, PassesOptionsThrough) {
+  StopPolicyOptions options;
+  options.heuristic_floor_cap = 3;
+  options.bandit_exploration = 7.0;
+  options.q_discount = 0.5;
+  options.state_bins = StateBins::kExponential;
+  options.dynamic_latency_target_ms = 12.0;
+  const auto heuristic = MakeStopPolicy("heuristic", options);
+  EXPECT_EQ(dynamic_cast<HeuristicPolicy&>(*heuristic).config().floor_cap, 3u);
+  const auto bandit = MakeStopPolicy("bandit", options);
+  EXPECT_EQ(dynamic_cast<BanditPolicy&>(*bandit).config().exploration, 7.0);
+  EXPECT_EQ(dynamic_cast<BanditPolicy&>(*bandit).config().state_bins, StateBins::kExponential);
+  const auto q = MakeStopPolicy("qlearning", options);
+  EXPECT_EQ(dynamic_cast<QLearningPolicy&>(*q).config().discount, 0.5);
+  const auto dynamic = MakeStopPolicy("dynamic-batching", options);
+  EXPECT_EQ(dynamic_cast<DynamicBatchingPolicy&>(*dynamic).config().latency_target_ms, 12.0);
+}
+
+TEST(StopPolicyFactory, UnknownNameListsTheValidNames) {
+  try {
+    (void)MakeStopPolicy("greedy");
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("'greedy'"), std::string::npos) << message;
+    for (std::string_view name : StopPolicyNames()) {
+      EXPECT_NE(message.find(std::string(name)), std::string::npos) << message;
+    }
+  }
+}
+
+TEST(StopPolicyFactory, OutOfRangeOptionsAreAllReported) {
+  StopPolicyOptions options;
+  options.q_learning_rate = 0.0;
+  options.q_epsilon_min = 2.0;
+  try {
+    (void)MakeStopPolicy("qlearning", options);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    const std::string message = e.what();
+    EXPECT_NE(message.find("q_learning_rate = 0"), std::string::npos) << message;
+    EXPECT_NE(message.find("q_epsilon_min = 2"), std::string::npos) << message;
+  }
+  options = {};
+  options.dynamic_memory_fraction = 1.5;
+  EXPECT_THROW((void)MakeStopPolicy("dynamic-batching", options), std::invalid_argument);
+  EXPECT_NO_THROW((void)MakeStopPolicy("bandit", options));  // only the named policy's fields
+}
+
+}  // namespace
+}  // namespace feather
