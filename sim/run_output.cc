@@ -1,0 +1,333 @@
+// run_output.cc: summary.json and results.h5 for one run, written atomically as a directory.
+#include "sim/run_output.h"
+
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstddef>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "sim/hdf5_table.h"
+
+namespace feather {
+namespace {
+
+namespace fs = std::filesystem;
+using OrderedJson = nlohmann::ordered_json;
+
+// A non-finite double has no JSON spelling; null says "undefined" where 0 would be a plausible
+// but false measurement.
+OrderedJson Finite(double value) {
+  if (std::isfinite(value)) return value;
+  return nullptr;
+}
+
+// JSON text that never throws on invalid UTF-8 in a string (a scenario path, a host name): the
+// bad bytes become U+FFFD instead of aborting the write of a finished run.
+template <typename Json>
+std::string Dump(const Json& json, int indent) {
+  return json.dump(indent, ' ', false, Json::error_handler_t::replace);
+}
+
+// ---- results.h5 columns -----------------------------------------------------------------------
+// One list of columns per record type, shared by the writer and the reader so the two cannot
+// drift apart. `visit(name, member, is_time)` is called once per column, in file order.
+
+template <typename Visit>
+void ForEachRequestColumn(Visit&& visit) {
+  visit("arrival_ns", &RequestRecord::arrival_ns, true);
+  visit("first_token_ns", &RequestRecord::first_token_ns, true);
+  visit("finish_ns", &RequestRecord::finish_ns, true);
+  visit("prompt_tokens", &RequestRecord::prompt_tokens, false);
+  visit("output_tokens", &RequestRecord::output_tokens, false);
+  visit("cached_tokens", &RequestRecord::cached_tokens, false);
+  visit("preemptions", &RequestRecord::preemptions, false);
+  visit("prefix_group", &RequestRecord::prefix_group, false);
+}
+
+template <typename Visit>
+void ForEachStepColumn(Visit&& visit) {
+  visit("start_ns", &StepRecord::start_ns, true);
+  visit("step_ns", &StepRecord::step_ns, true);
+  visit("scheduler_ns", &StepRecord::scheduler_ns, true);
+  visit("batch_size", &StepRecord::batch_size, false);
+  visit("decode_tokens", &StepRecord::decode_tokens, false);
+  visit("prefill_tokens", &StepRecord::prefill_tokens, false);
+  visit("admitted", &StepRecord::admitted, false);
+  visit("waiting", &StepRecord::waiting, false);
+  visit("common_prefix_tokens", &StepRecord::common_prefix_tokens, false);
+  visit("kv_used_blocks", &StepRecord::kv_used_blocks, false);
+  visit("cascade_used", &StepRecord::cascade_used, false);
+}
+
+template <typename T>
+constexpr H5ColumnType ColumnTypeOf() {
+  static_assert(std::is_same_v<T, int64_t> || std::is_same_v<T, uint64_t> ||
+                    std::is_same_v<T, uint32_t> || std::is_same_v<T, uint8_t> ||
+                    std::is_same_v<T, bool>,
+                "no HDF5 column type for this field");
+  if constexpr (std::is_same_v<T, int64_t>) {
+    return H5ColumnType::kInt64;
+  } else if constexpr (std::is_same_v<T, uint64_t>) {
+    return H5ColumnType::kUInt64;
+  } else if constexpr (std::is_same_v<T, uint32_t>) {
+    return H5ColumnType::kUInt32;
+  } else if constexpr (std::is_same_v<T, bool>) {
+    return H5ColumnType::kBool;
+  } else {
+    return H5ColumnType::kUInt8;
+  }
+}
+
+std::string TermDataset(size_t term) {
+  return "/steps/term/" + std::string(StepTermName(static_cast<StepTerm>(term)));
+}
+
+void WriteTable(H5TableWriter& writer, const RunRecords& records) {
+  writer.CreateGroup("/requests");
+  ForEachRequestColumn([&](const char* name, auto member, bool is_time) {
+    using T = std::remove_cvref_t<decltype(RequestRecord{}.*member)>;
+    const std::string dataset = std::string("/requests/") + name;
+    const auto& rows = records.requests;
+    writer.WriteColumn(
+        dataset, ColumnTypeOf<T>(),
+        rows.empty() ? nullptr : reinterpret_cast<const std::byte*>(&(rows.front().*member)),
+        sizeof(RequestRecord), rows.size());
+    if (is_time) writer.SetStringAttribute(dataset, "units", "ns");
+  });
+
+  writer.CreateGroup("/steps");
+  const auto& steps = records.steps;
+  ForEachStepColumn([&](const char* name, auto member, bool is_time) {
+    using T = std::remove_cvref_t<decltype(StepRecord{}.*member)>;
+    const std::string dataset = std::string("/steps/") + name;
+    writer.WriteColumn(
+        dataset, ColumnTypeOf<T>(),
+        steps.empty() ? nullptr : reinterpret_cast<const std::byte*>(&(steps.front().*member)),
+        sizeof(StepRecord), steps.size());
+    if (is_time) writer.SetStringAttribute(dataset, "units", "ns");
+  });
+  writer.CreateGroup("/steps/term");
+  for (size_t term = 0; term < kNumStepTerms; ++term) {
+    const std::string dataset = TermDataset(term);
+    writer.WriteColumn(
+        dataset, H5ColumnType::kInt64,
+        steps.empty() ? nullptr : reinterpret_cast<const std::byte*>(&steps.front().term_ns[term]),
+        sizeof(StepRecord), steps.size());
+    writer.SetStringAttribute(dataset, "units", "ns");
+  }
+}
+
+[[noreturn]] void FailWrite(const std::string& dir, const std::string& reason) {
+  throw std::runtime_error("cannot write run outputs to '" + dir + "': " + reason);
+}
+
+void WriteTextFile(const fs::path& path, std::string_view text) {
+  std::FILE* file = std::fopen(path.c_str(), "wb");
+  if (file == nullptr) {
+    throw std::runtime_error("cannot create '" + path.string() + "': " + std::strerror(errno));
+  }
+  const size_t written = std::fwrite(text.data(), 1, text.size(), file);
+  const int write_errno = errno;
+  // fclose flushes: a full disk may only show here.
+  if (std::fclose(file) != 0 || written != text.size()) {
+    const int error = written != text.size() ? write_errno : errno;
+    throw std::runtime_error("cannot write '" + path.string() + "': " + std::strerror(error));
+  }
+}
+
+// Puts the finished temp directory at `target`, replacing an earlier run's directory.
+void Install(const fs::path& temp, const fs::path& target, const std::string& pid) {
+  std::error_code error;
+  const fs::file_status status = fs::symlink_status(target, error);
+  if (error && error != std::errc::no_such_file_or_directory) {
+    throw std::runtime_error("cannot inspect '" + target.string() + "': " + error.message());
+  }
+  if (!fs::exists(status)) {
+    fs::rename(temp, target, error);
+    if (error) {
+      throw std::runtime_error("cannot rename '" + temp.string() + "' to '" + target.string() +
+                               "': " + error.message());
+    }
+    return;
+  }
+  // A file or a symlink where the run directory should be is not ours to delete.
+  if (!fs::is_directory(status)) {
+    throw std::runtime_error("'" + target.string() +
+                             "' exists and is not a directory; not replacing it");
+  }
+  // rename(2) cannot replace a non-empty directory: move the old one aside first.
+  const fs::path old = target.parent_path() / (target.filename().string() + ".old-" + pid);
+  fs::remove_all(old, error);  // a leftover of a crashed run with the same pid
+  fs::rename(target, old, error);
+  if (error) {
+    throw std::runtime_error("cannot move the earlier '" + target.string() +
+                             "' aside: " + error.message());
+  }
+  fs::rename(temp, target, error);
+  if (error) {
+    std::error_code restore_error;
+    fs::rename(old, target, restore_error);  // best effort: put the earlier run back
+    throw std::runtime_error("cannot rename '" + temp.string() + "' to '" + target.string() +
+                             "': " + error.message());
+  }
+  // The new run is in place; an old copy that cannot be deleted is left behind, not an error.
+  fs::remove_all(old, error);
+}
+
+nlohmann::json ParseJsonAttribute(const std::string& path, const std::string& text,
+                                  const char* name) {
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error& e) {
+    throw std::runtime_error("HDF5 file '" + path + "': attribute '" + name +
+                             "' is not valid JSON: " + e.what());
+  }
+}
+
+}  // namespace
+
+OrderedJson SummaryToJson(const RunSummary& summary, const RunOutputMeta& meta) {
+  OrderedJson json;
+  json["requests"] = summary.requests;
+  json["requests_finished"] = summary.requests_finished;
+  json["output_tokens"] = summary.output_tokens;
+  json["duration_s"] = Finite(summary.duration_s);
+  json["throughput_tok_s"] = Finite(summary.throughput_tok_s);
+  json["mean_tbt_ms"] = Finite(summary.mean_tbt_ms);
+  json["p99_tbt_ms"] = Finite(summary.p99_tbt_ms);
+  json["mean_ttft_ms"] = Finite(summary.mean_ttft_ms);
+  json["p99_ttft_ms"] = Finite(summary.p99_ttft_ms);
+  json["mean_latency_ms"] = Finite(summary.mean_latency_ms);
+  json["mean_batch_size"] = Finite(summary.mean_batch_size);
+  json["scheduler_cpu_s"] = Finite(summary.scheduler_cpu_s);
+  json["engine_busy_s"] = Finite(summary.engine_busy_s);
+  json["steps"] = summary.steps;
+  json["preemptions"] = summary.preemptions;
+  json["evictions"] = summary.evictions;
+  json["cached_prompt_tokens"] = summary.cached_prompt_tokens;
+  json["cascade_step_fraction"] = Finite(summary.cascade_step_fraction);
+  OrderedJson by_term = OrderedJson::object();
+  for (size_t term = 0; term < kNumStepTerms; ++term) {
+    by_term[std::string(StepTermName(static_cast<StepTerm>(term)))] = Finite(summary.term_s[term]);
+  }
+  json["step_time_s_by_term"] = std::move(by_term);
+  json["engine"] = meta.engine;
+  json["selector"] = meta.selector;
+  json["stop"] = meta.stop_policy;
+  json["scenario"] = OrderedJson(meta.scenario);
+  json["provenance"] = OrderedJson(meta.provenance);
+  return json;
+}
+
+std::string SummaryJsonText(const RunSummary& summary, const RunOutputMeta& meta) {
+  return Dump(SummaryToJson(summary, meta), 2) + "\n";
+}
+
+void WriteResultsH5(const std::string& path, const RunRecords& records, const RunOutputMeta& meta) {
+  H5TableWriter writer(path);
+  writer.SetIntAttribute("/", "format_version", kResultsFormatVersion);
+  writer.SetStringAttribute("/", "provenance", Dump(meta.provenance, -1));
+  writer.SetStringAttribute("/", "scenario", Dump(meta.scenario, -1));
+  writer.SetStringAttribute("/", "engine", meta.engine);
+  writer.SetStringAttribute("/", "selector", meta.selector);
+  writer.SetStringAttribute("/", "stop_policy", meta.stop_policy);
+  WriteTable(writer, records);
+  writer.Close();
+}
+
+void WriteRunOutputs(const std::string& dir, const RunRecords& records, const RunSummary& summary,
+                     const RunOutputMeta& meta) {
+  // "out/run/" names the directory "out/run": drop trailing separators before splitting.
+  std::string trimmed = dir;
+  while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
+  const fs::path target(trimmed);
+  const std::string name = target.filename().string();
+  if (name.empty() || name == "." || name == ".." || name == "/") {
+    FailWrite(dir, "not a usable directory name");
+  }
+  fs::path parent = target.parent_path();
+  if (parent.empty()) parent = ".";
+
+  std::error_code error;
+  fs::create_directories(parent, error);
+  if (error)
+    FailWrite(dir, "cannot create the parent '" + parent.string() + "': " + error.message());
+
+  const std::string pid = std::to_string(::getpid());
+  const fs::path temp = parent / (name + ".partial-" + pid);
+  fs::remove_all(temp, error);  // a leftover of a crashed run with the same pid
+  fs::create_directory(temp, error);
+  if (error) FailWrite(dir, "cannot create '" + temp.string() + "': " + error.message());
+
+  try {
+    WriteTextFile(temp / "summary.json", SummaryJsonText(summary, meta));
+    WriteResultsH5((temp / "results.h5").string(), records, meta);
+    Install(temp, target, pid);
+  } catch (const std::exception& e) {
+    std::error_code ignored;
+    fs::remove_all(temp, ignored);
+    FailWrite(dir, e.what());
+  }
+}
+
+RunRecords ReadResultsH5(const std::string& path) {
+  H5TableReader reader(path);
+  const int64_t version = reader.IntAttribute("/", "format_version");
+  if (version != kResultsFormatVersion) {
+    throw std::runtime_error("HDF5 file '" + path + "': format_version " + std::to_string(version) +
+                             ", this build reads " + std::to_string(kResultsFormatVersion));
+  }
+
+  RunRecords records;
+  records.requests.resize(reader.ColumnRows("/requests/arrival_ns"));
+  auto& requests = records.requests;
+  ForEachRequestColumn([&](const char* name, auto member, bool /*is_time*/) {
+    using T = std::remove_cvref_t<decltype(RequestRecord{}.*member)>;
+    reader.ReadColumn(
+        std::string("/requests/") + name, ColumnTypeOf<T>(),
+        requests.empty() ? nullptr : reinterpret_cast<std::byte*>(&(requests.front().*member)),
+        sizeof(RequestRecord), requests.size());
+  });
+
+  records.steps.resize(reader.ColumnRows("/steps/start_ns"));
+  auto& steps = records.steps;
+  ForEachStepColumn([&](const char* name, auto member, bool /*is_time*/) {
+    using T = std::remove_cvref_t<decltype(StepRecord{}.*member)>;
+    reader.ReadColumn(
+        std::string("/steps/") + name, ColumnTypeOf<T>(),
+        steps.empty() ? nullptr : reinterpret_cast<std::byte*>(&(steps.front().*member)),
+        sizeof(StepRecord), steps.size());
+  });
+  for (size_t term = 0; term < kNumStepTerms; ++term) {
+    reader.ReadColumn(
+        TermDataset(term), H5ColumnType::kInt64,
+        steps.empty() ? nullptr : reinterpret_cast<std::byte*>(&steps.front().term_ns[term]),
+        sizeof(StepRecord), steps.size());
+  }
+  return records;
+}
+
+RunOutputMeta ReadResultsH5Meta(const std::string& path) {
+  const H5TableReader reader(path);
+  RunOutputMeta meta;
+  meta.provenance =
+      ParseJsonAttribute(path, reader.StringAttribute("/", "provenance"), "provenance");
+  meta.scenario = ParseJsonAttribute(path, reader.StringAttribute("/", "scenario"), "scenario");
+  meta.engine = reader.StringAttribute("/", "engine");
+  meta.selector = reader.StringAttribute("/", "selector");
+  meta.stop_policy = reader.StringAttribute("/", "stop_policy");
+  return meta;
+}
+
+}  // namespace feather
