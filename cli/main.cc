@@ -20,6 +20,7 @@
 
 #include "cli/bench_cht_ops.h"
 #include "cli/bench_sched_overhead.h"
+#include "cli/run_command.h"
 #include "hw/host_info.h"
 
 namespace feather {
@@ -279,6 +280,32 @@ int Main(int argc, char** argv) {
       ->check(CLI::Range(1u, kMaxCount));
   sched->add_option("--seed", sched_options.seed, "Random seed")->capture_default_str();
 
+  // feather run, feather pretrain
+  RunCommandOptions run_options;
+  CLI::App* run = app.add_subcommand(
+      "run", "Simulate a scenario; write DIR/summary.json and DIR/results.h5");
+  run->add_option("scenario", run_options.scenario_path,
+                  "Scenario YAML (default: the built-in scenarios/default.yaml)")
+      ->check(CLI::ExistingFile);
+  run->add_option("--out", run_options.out_dir, "Output directory (default: out/<scenario name>)");
+  run->add_option("--set", run_options.overrides, "Override a scenario key: key=value (repeatable)")
+      ->allow_extra_args(false);
+  run->add_flag("--json", run_options.json, "Print summary.json instead of a table");
+
+  PretrainCommandOptions pretrain_options;
+  CLI::App* pretrain = app.add_subcommand(
+      "pretrain", "Train the scenario's stop policy in simulation and save it");
+  pretrain->add_option("scenario", pretrain_options.scenario_path, "Scenario YAML")
+      ->required()
+      ->check(CLI::ExistingFile);
+  pretrain->add_option("--steps", pretrain_options.steps, "Engine steps to train for")
+      ->required()
+      ->check(CLI::Range(uint64_t{1}, uint64_t{1} << 40));
+  pretrain->add_option("--out", pretrain_options.out_file, "Policy file to write (JSON)")
+      ->required();
+  pretrain->add_option("--set", pretrain_options.overrides, "Override a scenario key: key=value")
+      ->allow_extra_args(false);
+
   // feather info, feather version
   bool info_json = false;
   CLI::App* info = app.add_subcommand("info", "Host and build provenance");
@@ -294,6 +321,8 @@ int Main(int argc, char** argv) {
 
   if (cht_ops->parsed()) return RunBenchChtOps(cht_options, cht_json);
   if (sched->parsed()) return RunBenchSchedOverhead(sched_options, sched_json);
+  if (run->parsed()) return RunScenarioCommand(run_options, std::cout);
+  if (pretrain->parsed()) return PretrainCommand(pretrain_options, std::cout);
   if (info->parsed()) return RunInfo(info_json);
   if (version->parsed()) return RunVersion();
   // app.help() shows the help of the deepest subcommand given ("feather bench" here).

@@ -1,0 +1,38 @@
+// run_command.h: the `feather run` and `feather pretrain` drivers.
+//
+//   feather run [SCENARIO.yaml] [--out DIR] [--set key=value]...
+//     Runs the scenario (the built-in default when no file is given) and writes DIR/summary.json
+//     and DIR/results.h5 atomically (default DIR: out/<scenario name>). Prints the headline
+//     metrics; progress goes to stderr when it is a terminal.
+//   feather pretrain SCENARIO.yaml --steps N --out FILE [--set key=value]...
+//     Trains the scenario's stop policy for N engine steps (the workload is regenerated with the
+//     next seed whenever it runs out) and saves it to FILE, for `scheduler.policy.load`.
+#pragma once
+
+#include <cstdint>
+#include <iosfwd>
+#include <string>
+#include <vector>
+
+namespace feather {
+
+struct RunCommandOptions {
+  std::string scenario_path;  // empty: the built-in scenarios/default.yaml
+  std::vector<std::string> overrides;
+  std::string out_dir;  // empty: out/<scenario name>
+  bool json = false;    // print the summary as JSON instead of a table
+};
+
+// Returns the process exit code. Throws InputError for bad input (the caller prints it).
+int RunScenarioCommand(const RunCommandOptions& options, std::ostream& out);
+
+struct PretrainCommandOptions {
+  std::string scenario_path;
+  std::vector<std::string> overrides;
+  uint64_t steps = 0;
+  std::string out_file;
+};
+
+int PretrainCommand(const PretrainCommandOptions& options, std::ostream& out);
+
+}  // namespace feather

@@ -1,0 +1,73 @@
+// scenario_run.cc: from a validated Scenario to a finished simulation (see scenario_run.h).
+#include "sim/scenario_run.h"
+
+#include <stdexcept>
+#include <utility>
+
+#include "policies/selector_factory.h"
+#include "policies/stop_policy_factory.h"
+#include "policies/stop_policy_io.h"
+#include "sim/input_error.h"
+#include "sim/model_engine.h"
+
+namespace feather {
+
+PreparedRun PrepareRun(const Scenario& scenario) {
+  if (scenario.engine != "model") {
+    throw std::invalid_argument("engine '" + scenario.engine +
+                                "' is not built yet: only the model engine runs scenarios today "
+                                "(the CPU and CUDA real engines are issues 4 and 7)");
+  }
+  PreparedRun prepared;
+  prepared.scenario = scenario;
+  const ResolvedText model = ReadNamedFile(scenario.model, "scenarios/models", "model");
+  prepared.model = ParseModelConfig(model.text, model.display_name);
+  const ResolvedText profile = ReadNamedFile(scenario.profile, "results/profiles", "profile");
+  prepared.profile = ParseDeviceProfile(profile.text, profile.display_name);
+  prepared.serving = scenario.serving;
+  if (prepared.serving.kv_cache_blocks == 0) {
+    try {
+      prepared.serving.kv_cache_blocks =
+          KvCacheBlocks(prepared.profile, prepared.model, scenario.serving.block_tokens,
+                        scenario.serving.gpu_memory_utilization);
+    } catch (const std::invalid_argument& e) {
+      throw InputError(scenario.source, 0, "serving.gpu_memory_utilization", e.what());
+    }
+  }
+  return prepared;
+}
+
+std::unique_ptr<StopPolicy> MakeScenarioPolicy(const Scenario& scenario) {
+  std::unique_ptr<StopPolicy> policy = MakeStopPolicy(scenario.stop, scenario.stop_options);
+  if (!scenario.policy_load.empty()) LoadStopPolicy(*policy, scenario.policy_load);
+  policy->set_learning(scenario.policy_learning);
+  return policy;
+}
+
+SimResult ExecuteRun(const PreparedRun& prepared, const Workload& workload, StopPolicy& policy,
+                     const std::function<void(const SimProgress&)>& progress, uint64_t max_steps) {
+  const Scenario& s = prepared.scenario;
+  SelectorOptions selector_options = s.selector_options;
+  selector_options.expected_requests = static_cast<uint32_t>(workload.size());
+  std::unique_ptr<CandidateSelector> selector = MakeSelector(s.selector, selector_options);
+  ModelEngine engine(prepared.profile, prepared.model,
+                     ModelEngineOptions{.cascade_attention = prepared.serving.cascade_attention});
+  ServingConfig serving = prepared.serving;
+  if (max_steps > 0) serving.max_steps = max_steps;
+  Simulator simulator(serving, workload, *selector, policy, engine);
+  return simulator.Run(progress);
+}
+
+nlohmann::ordered_json ResolvedRunJson(const PreparedRun& prepared) {
+  const ModelConfig& m = prepared.model;
+  return {{"kv_cache_blocks", prepared.serving.kv_cache_blocks},
+          {"kv_cache_tokens", prepared.serving.kv_cache_blocks * prepared.serving.block_tokens},
+          {"model",
+           {{"name", m.name},
+            {"layers", m.layers},
+            {"kv_bytes_per_token", m.KvBytesPerToken()},
+            {"weight_bytes", m.WeightBytes()}}},
+          {"profile", prepared.profile.name}};
+}
+
+}  // namespace feather

@@ -1,0 +1,52 @@
+// scenario_run.h: turns a validated Scenario into a run: loads the model description and the
+// device profile (built-in or from disk), sizes the KV pool, generates the workload, builds the
+// selector, the stop policy and the engine, and runs the serving loop.
+//
+// The CLI's `run`, `pretrain` (and later `sweep`, `validate`) all go through here, so a scenario
+// means the same thing whichever command runs it.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+
+#include <nlohmann/json.hpp>
+
+#include "policies/selector.h"
+#include "policies/stop_policy.h"
+#include "sim/device_profile.h"
+#include "sim/engine.h"
+#include "sim/model_config.h"
+#include "sim/scenario.h"
+#include "sim/simulator.h"
+#include "sim/workload.h"
+
+namespace feather {
+
+struct PreparedRun {
+  Scenario scenario;
+  ModelConfig model;
+  DeviceProfile profile;
+  ServingConfig serving;  // scenario.serving with kv_cache_blocks resolved
+};
+
+// Loads model and profile and sizes the KV pool. Throws InputError for bad files and for a
+// model that does not fit the device; std::invalid_argument for engines not built yet.
+[[nodiscard]] PreparedRun PrepareRun(const Scenario& scenario);
+
+// The stop policy a scenario asks for: fresh, or loaded from scheduler.policy.load, learning or
+// frozen as scheduler.policy.learning says.
+[[nodiscard]] std::unique_ptr<StopPolicy> MakeScenarioPolicy(const Scenario& scenario);
+
+// Runs `workload` under `prepared` with `policy` (borrowed, so pretraining can carry one policy
+// across several runs). `max_steps` (0 = the scenario's) caps engine steps.
+[[nodiscard]] SimResult ExecuteRun(const PreparedRun& prepared, const Workload& workload,
+                                   StopPolicy& policy,
+                                   const std::function<void(const SimProgress&)>& progress = {},
+                                   uint64_t max_steps = 0);
+
+// What summary.json records about the resolved run beyond the scenario: the KV pool, the model
+// and profile that were used.
+[[nodiscard]] nlohmann::ordered_json ResolvedRunJson(const PreparedRun& prepared);
+
+}  // namespace feather

@@ -1,0 +1,30 @@
+// serving_config.h: the engine-side serving limits a run uses (vLLM v1 defaults unless the
+// scenario says otherwise) and how scheduler CPU time is charged to simulated time.
+#pragma once
+
+#include <cstdint>
+
+namespace feather {
+
+enum class SchedulerTimeMode : uint8_t {
+  kMeasured,  // wall time of selector and stop-policy calls, as measured on this machine
+  kZero,      // scheduling is free (deterministic)
+  kFixed,     // a fixed cost per scheduling round (deterministic)
+};
+
+struct ServingConfig {
+  uint32_t max_num_batched_tokens = 32768;  // token budget per step (paper: 32K)
+  uint32_t max_num_seqs = 500;              // max requests in the running batch
+  uint32_t block_tokens = 16;               // KV block size
+  bool prefix_caching = true;
+  bool chunked_prefill = true;
+  bool cascade_attention = true;  // vLLM's cascade (shared-prefix) attention; off = flash-decoding only
+  double gpu_memory_utilization = 0.9;  // share of device memory for weights + KV
+  uint64_t kv_cache_blocks = 0;         // 0 = sized from the model and the device profile
+  SchedulerTimeMode scheduler_time = SchedulerTimeMode::kMeasured;
+  int64_t scheduler_fixed_ns = 0;  // per round, kFixed only
+  int64_t max_sim_ns = 0;          // stop the run at this simulated time; 0 = run to completion
+  uint64_t max_steps = 0;          // stop after this many engine steps; 0 = no limit
+};
+
+}  // namespace feather

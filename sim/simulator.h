@@ -1,0 +1,121 @@
+// simulator.h: the discrete-event serving loop. Replays a Workload through a candidate selector,
+// a stop policy, a paged KV cache with prefix caching and an Engine, the way vLLM v1's scheduler
+// runs a step, and records what happened (sim/run_records.h).
+//
+// One iteration = one engine step:
+//   1. requests that arrived by `now` enter the waiting queue (selector.OnArrival);
+//   2. running requests are scheduled first, oldest admission first: a decode token each, or the
+//      next chunk of an unfinished prefill, within the token budget. When the KV pool cannot
+//      grow a request's table, the most recently admitted running request is preempted by
+//      recompute (its blocks freed, back to the front of the waiting queue), as vLLM v1 does;
+//   3. if nothing was preempted, waiting requests are admitted the paper's BuildBatch way: the
+//      selector proposes, the stop policy answers Add or Stop, hard limits (max_num_seqs, token
+//      budget, KV blocks) stop admission regardless;
+//   4. the scheduler's CPU time is charged (measured | zero | fixed), the engine prices or runs
+//      the step, tokens are produced, finished requests leave, and the stop policy gets the
+//      step's decode throughput as its reward.
+// Time only advances by scheduler time and step time, or jumps to the next arrival when idle.
+//
+// Cost per step: O(running requests + admissions + finished requests), plus the selector's and
+// policy's own costs. Per-request state lives in flat arrays indexed by request id.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "policies/selector.h"
+#include "policies/stop_policy.h"
+#include "sim/engine.h"
+#include "sim/kv_cache.h"
+#include "sim/run_records.h"
+#include "sim/serving_config.h"
+#include "sim/workload.h"
+
+namespace feather {
+
+struct SimProgress {
+  int64_t now_ns = 0;
+  uint64_t steps = 0;
+  uint64_t finished = 0;
+  uint64_t total = 0;
+};
+
+struct SimResult {
+  RunRecords records;
+  RunSummary summary;
+  bool complete = false;  // every request finished (false when a time or step limit hit)
+};
+
+class Simulator {
+ public:
+  // The simulator borrows everything; `workload` must outlive Run(). kv_cache_blocks in
+  // `config` must be resolved (non-zero).
+  Simulator(const ServingConfig& config, const Workload& workload, CandidateSelector& selector,
+            StopPolicy& policy, Engine& engine);
+
+  // Runs until every request finished or a limit is hit. `progress`, when set, is called about
+  // every `progress_every_steps` steps.
+  [[nodiscard]] SimResult Run(const std::function<void(const SimProgress&)>& progress = {},
+                              uint64_t progress_every_steps = 4096);
+
+ private:
+  enum class Phase : uint8_t { kNotArrived, kWaiting, kRunning, kFinished, kRejected };
+
+  struct RequestState {
+    uint32_t prompt_tokens = 0;
+    uint32_t output_target = 0;
+    uint32_t generated = 0;        // output tokens produced so far
+    uint32_t computed_tokens = 0;  // tokens whose KV is in the cache (hits included)
+    uint32_t new_tokens = 0;       // scheduled this step
+    uint32_t cached_blocks = 0;    // prefix-cache hit of the current admission, in blocks
+    int64_t last_token_ns = -1;
+    Phase phase = Phase::kNotArrived;
+    [[nodiscard]] uint32_t SequenceTokens() const { return prompt_tokens + generated; }
+  };
+
+  void DeliverArrivals();
+  // Step 2; returns true when a preemption happened.
+  bool ScheduleRunning(uint32_t& budget_tokens);
+  void AdmitWaiting(uint32_t& budget_tokens);
+  void Preempt(RequestId victim);
+  // Forces progress when the pool is empty and the head candidate cannot fit at all.
+  void RejectUnservable();
+  [[nodiscard]] BatchPlan BuildPlan();
+  void CompleteStep(const StepTiming& timing, int64_t scheduler_ns);
+  void FinishRequest(RequestId id);
+  [[nodiscard]] std::span<const PrefixHash> ChainOf(RequestId id) const;
+  [[nodiscard]] RunSummary Summarize() const;
+
+  // Timed calls into the selector and policy (charged under kMeasured).
+  template <typename Fn>
+  decltype(auto) Timed(Fn&& fn);
+
+  ServingConfig config_;
+  const Workload& workload_;
+  CandidateSelector& selector_;
+  StopPolicy& policy_;
+  Engine& engine_;
+  KvCache kv_;
+
+  std::vector<RequestState> state_;
+  std::vector<PrefixHash> chain_arena_;  // every prompt's block-hash chain, back to back
+  std::vector<uint64_t> chain_offset_;   // request i: [chain_offset_[i], chain_offset_[i+1])
+  std::vector<RequestId> running_;       // admission order (victim = back)
+  std::vector<RequestId> scratch_ids_;
+  std::vector<StepRequest> plan_requests_;
+  std::vector<float> token_gaps_ms_;  // every inter-token gap, for TBT statistics
+  RunRecords records_;
+
+  int64_t now_ns_ = 0;
+  int64_t pending_scheduler_ns_ = 0;  // measured selector/policy time not yet charged
+  size_t next_arrival_ = 0;
+  uint64_t finished_ = 0;
+  uint64_t preemptions_ = 0;
+  uint64_t rejected_ = 0;
+  uint32_t admitted_this_step_ = 0;
+  uint32_t prefill_requests_this_step_ = 0;
+};
+
+}  // namespace feather
