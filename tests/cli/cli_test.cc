@@ -1,12 +1,7 @@
 // Tests for the `feather` binary as a user runs it: subcommands, JSON output, exit codes and
 // messages. FEATHER_BINARY (set by tests/CMakeLists.txt) is the path of the built executable.
-#include <fcntl.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
-#include <poll.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <array>
 #include <cerrno>
@@ -14,7 +9,7 @@
 #include <string>
 #include <vector>
 
-extern char** environ;
+#include "tests/cli/cli_test_support.h"
 
 namespace feather {
 namespace {
@@ -24,82 +19,8 @@ using ::testing::IsEmpty;
 using ::testing::Not;
 using ::testing::StartsWith;
 
-struct RunResult {
-  int exit_code = -1;  // -1 when the process did not exit normally
-  std::string out;
-  std::string err;
-};
-
-// Runs FEATHER_BINARY with `args`, stdin closed, and captures stdout, stderr and the exit code.
-RunResult RunFeather(const std::vector<std::string>& args) {
-  RunResult result;
-  int out_pipe[2];
-  int err_pipe[2];
-  if (pipe(out_pipe) != 0 || pipe(err_pipe) != 0) {
-    ADD_FAILURE() << "pipe failed";
-    return result;
-  }
-  posix_spawn_file_actions_t actions;
-  posix_spawn_file_actions_init(&actions);
-  posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
-  posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
-  posix_spawn_file_actions_adddup2(&actions, err_pipe[1], STDERR_FILENO);
-  for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) {
-    posix_spawn_file_actions_addclose(&actions, fd);
-  }
-  std::vector<std::string> argv_storage = {FEATHER_BINARY};
-  argv_storage.insert(argv_storage.end(), args.begin(), args.end());
-  std::vector<char*> argv;
-  argv.reserve(argv_storage.size() + 1);
-  for (std::string& arg : argv_storage) argv.push_back(arg.data());
-  argv.push_back(nullptr);
-
-  pid_t pid = 0;
-  const int spawn_error =
-      posix_spawn(&pid, FEATHER_BINARY, &actions, nullptr, argv.data(), environ);
-  posix_spawn_file_actions_destroy(&actions);
-  close(out_pipe[1]);
-  close(err_pipe[1]);
-  if (spawn_error != 0) {
-    ADD_FAILURE() << "posix_spawn(" << FEATHER_BINARY << ") failed: " << spawn_error;
-    close(out_pipe[0]);
-    close(err_pipe[0]);
-    return result;
-  }
-
-  // Drain both pipes together so that neither can fill up and block the child.
-  std::array<pollfd, 2> fds = {pollfd{out_pipe[0], POLLIN, 0}, pollfd{err_pipe[0], POLLIN, 0}};
-  std::array<std::string*, 2> sinks = {&result.out, &result.err};
-  int open_count = 2;
-  std::array<char, 4096> buffer{};
-  while (open_count > 0) {
-    if (poll(fds.data(), fds.size(), -1) < 0) {
-      if (errno == EINTR) continue;
-      ADD_FAILURE() << "poll failed";
-      break;
-    }
-    for (size_t i = 0; i < fds.size(); ++i) {
-      if (fds[i].fd < 0 || fds[i].revents == 0) continue;
-      const ssize_t n = read(fds[i].fd, buffer.data(), buffer.size());
-      if (n > 0) {
-        sinks[i]->append(buffer.data(), static_cast<size_t>(n));
-      } else if (n == 0 || errno != EINTR) {
-        close(fds[i].fd);
-        fds[i].fd = -1;
-        --open_count;
-      }
-    }
-  }
-  for (const pollfd& fd : fds) {
-    if (fd.fd >= 0) close(fd.fd);
-  }
-
-  int status = 0;
-  while (waitpid(pid, &status, 0) < 0 && errno == EINTR) {
-  }
-  if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
-  return result;
-}
+using test::RunFeather;
+using test::RunResult;
 
 TEST(CliTest, VersionPrintsNameAndBuild) {
   const RunResult run = RunFeather({"version"});
