@@ -10,6 +10,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -74,6 +75,14 @@ class Engine {
   [[nodiscard]] virtual std::string_view Name() const = 0;
   // Prices (model engine) or executes (real engines) one step.
   [[nodiscard]] virtual StepTiming Execute(const BatchPlan& plan) = 0;
+  // What a step of only the decode requests would cost, without running anything: the stop
+  // policies' reward is decode throughput, and a step that also prefills a newly admitted prompt
+  // must not make the admission look slow. Engines that cannot price a hypothetical step return
+  // nullopt, and the reward falls back to the executed step's time.
+  [[nodiscard]] virtual std::optional<int64_t> PriceDecodeOnly(const BatchPlan& decode_plan) {
+    (void)decode_plan;
+    return std::nullopt;
+  }
 };
 
 }  // namespace feather

@@ -93,6 +93,9 @@ class ModelEngine final : public Engine {
 
   [[nodiscard]] std::string_view Name() const override { return "model"; }
   [[nodiscard]] StepTiming Execute(const BatchPlan& plan) override;
+  [[nodiscard]] std::optional<int64_t> PriceDecodeOnly(const BatchPlan& decode_plan) override {
+    return Execute(decode_plan).total_ns;  // pricing has no side effects
+  }
 
   [[nodiscard]] const DeviceProfile& profile() const { return profile_; }
   [[nodiscard]] const ModelConfig& model() const { return model_; }

@@ -395,6 +395,10 @@ void ReadScheduler(MapReader& root, Scenario& s, const std::string& base_dir) {
     }
   }
   StopPolicyOptions& o = s.stop_options;
+  std::string reward_time = s.serving.reward_decode_only ? "decode-only" : "step";
+  m.Choice("reward_time", reward_time,
+           std::initializer_list<std::string_view>{"step", "decode-only"});
+  s.serving.reward_decode_only = reward_time == "decode-only";
   m.EnumChoice("state_bins", o.state_bins,
                {{"authors", StateBins::kAuthors}, {"exponential", StateBins::kExponential}});
   if (const auto h = m.Child("heuristic")) {
@@ -684,6 +688,7 @@ nlohmann::ordered_json ScenarioToJson(const Scenario& s) {
         {"relaxed_loss_chunks", o.heuristic_relaxed_loss_chunks},
         {"relaxed_min_peers", o.heuristic_relaxed_min_peers},
         {"floor_cap", o.heuristic_floor_cap}}},
+      {"reward_time", s.serving.reward_decode_only ? "decode-only" : "step"},
       {"state_bins", StateBinsName(o.state_bins)},
       {"bandit", {{"exploration", o.bandit_exploration}}},
       {"qlearning",

@@ -21,6 +21,9 @@ struct ServingConfig {
   bool cascade_attention = true;  // vLLM's cascade (shared-prefix) attention; off = flash-decoding only
   double gpu_memory_utilization = 0.9;  // share of device memory for weights + KV
   uint64_t kv_cache_blocks = 0;         // 0 = sized from the model and the device profile
+  // Time in the stop policies' reward: the whole step (the authors' "batch size / batch
+  // execution time"), or the step's decode requests alone (Engine::PriceDecodeOnly).
+  bool reward_decode_only = false;
   SchedulerTimeMode scheduler_time = SchedulerTimeMode::kMeasured;
   int64_t scheduler_fixed_ns = 0;  // per round, kFixed only
   int64_t max_sim_ns = 0;          // stop the run at this simulated time; 0 = run to completion

@@ -60,6 +60,7 @@ Simulator::Simulator(const ServingConfig& config, const Workload& workload,
   FEATHER_CHECK(chain_arena_.size() == chain_offset_[n], "chain arena size mismatch");
   running_.reserve(config.max_num_seqs);
   plan_requests_.reserve(config.max_num_seqs);
+  decode_requests_.reserve(config.max_num_seqs);
 }
 
 std::span<const PrefixHash> Simulator::ChainOf(RequestId id) const {
@@ -147,9 +148,7 @@ void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
     const uint32_t need = sequence - cached;
     if (!config_.chunked_prefill && need > budget_tokens) break;
     const uint32_t n = std::min(need, budget_tokens);
-    // An empty batch always takes its first candidate: a step with nothing to run would only
-    // waste the engine, and every policy of the paper admits into an empty batch anyway.
-    if (!running_.empty()) {
+    {
       StopContext context;
       context.batch_size = static_cast<uint32_t>(running_.size());
       context.admitted_this_round = admitted_this_step_;
@@ -159,7 +158,9 @@ void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
       context.kv_total_blocks = kv_.num_blocks();
       context.candidate_blocks = (sequence + config_.block_tokens - 1) / config_.block_tokens;
       const StopDecision decision = Timed([&] { return policy_.Decide(context); });
-      if (decision == StopDecision::kStop) break;
+      // An empty batch always takes its first candidate: a step with nothing to run would only
+      // waste the engine (every policy of the paper admits into an empty batch anyway).
+      if (decision == StopDecision::kStop && !running_.empty()) break;
     }
     if (!kv_.Allocate(id, ChainOf(id), sequence, cached + n)) break;  // KV pool full
     Timed([&] { selector_.Admit(id); });
@@ -235,7 +236,21 @@ void Simulator::FinishRequest(RequestId id) {
   ++finished_;
 }
 
-void Simulator::CompleteStep(const StepTiming& timing, int64_t scheduler_ns) {
+int64_t Simulator::RewardStepNs(const BatchPlan& plan, const StepTiming& timing) {
+  if (!config_.reward_decode_only || plan.prefill_tokens == 0 || plan.decode_requests == 0) {
+    return timing.total_ns;
+  }
+  decode_requests_.clear();
+  for (const StepRequest& r : plan.requests) {
+    if (!r.is_prefill) decode_requests_.push_back(r);
+  }
+  BatchPlan decode_plan = plan;
+  decode_plan.requests = decode_requests_;
+  decode_plan.prefill_tokens = 0;
+  return engine_.PriceDecodeOnly(decode_plan).value_or(timing.total_ns);
+}
+
+void Simulator::CompleteStep(const StepTiming& timing, int64_t scheduler_ns, int64_t reward_ns) {
   StepRecord step;
   step.start_ns = now_ns_;
   step.step_ns = timing.total_ns;
@@ -287,7 +302,7 @@ void Simulator::CompleteStep(const StepTiming& timing, int64_t scheduler_ns) {
   step.kv_used_blocks = kv_.NumUsedBlocks();
   records_.steps.push_back(step);
 
-  const StepFeedback feedback{batch_size, produced, timing.total_ns};
+  const StepFeedback feedback{batch_size, produced, reward_ns};
   Timed([&] { policy_.OnStepExecuted(feedback); });
 }
 
@@ -321,7 +336,7 @@ SimResult Simulator::Run(const std::function<void(const SimProgress&)>& progress
     now_ns_ += scheduler_ns;
     const BatchPlan plan = BuildPlan();
     const StepTiming timing = engine_.Execute(plan);
-    CompleteStep(timing, scheduler_ns);
+    CompleteStep(timing, scheduler_ns, RewardStepNs(plan, timing));
     if (progress && records_.steps.size() % progress_every_steps == 0) {
       progress(SimProgress{now_ns_, records_.steps.size(), finished_, total});
     }

@@ -10,10 +10,14 @@
 //      recompute (its blocks freed, back to the front of the waiting queue), as vLLM v1 does;
 //   3. if nothing was preempted, waiting requests are admitted the paper's BuildBatch way: the
 //      selector proposes, the stop policy answers Add or Stop, hard limits (max_num_seqs, token
-//      budget, KV blocks) stop admission regardless;
+//      budget, KV blocks) stop admission regardless; an empty batch takes its first candidate
+//      even if the policy says Stop (the policy is still asked, so its counters see it);
 //   4. the scheduler's CPU time is charged (measured | zero | fixed), the engine prices or runs
 //      the step, tokens are produced, finished requests leave, and the stop policy gets the
-//      step's decode throughput as its reward.
+//      step's decode throughput as its reward: tokens sampled by the step over the step time
+//      (the authors' choice), or, with reward_decode_only, over the time the step's decode
+//      requests alone would take (Engine::PriceDecodeOnly), so that the prefill of a newly
+//      admitted prompt does not read as a slow step.
 // Time only advances by scheduler time and step time, or jumps to the next arrival when idle.
 //
 // Cost per step: O(running requests + admissions + finished requests), plus the selector's and
@@ -83,7 +87,9 @@ class Simulator {
   // Forces progress when the pool is empty and the head candidate cannot fit at all.
   void RejectUnservable();
   [[nodiscard]] BatchPlan BuildPlan();
-  void CompleteStep(const StepTiming& timing, int64_t scheduler_ns);
+  void CompleteStep(const StepTiming& timing, int64_t scheduler_ns, int64_t reward_ns);
+  // The step's time for the stop policy's reward (see the step structure above).
+  [[nodiscard]] int64_t RewardStepNs(const BatchPlan& plan, const StepTiming& timing);
   void FinishRequest(RequestId id);
   [[nodiscard]] std::span<const PrefixHash> ChainOf(RequestId id) const;
   [[nodiscard]] RunSummary Summarize() const;
@@ -105,6 +111,7 @@ class Simulator {
   std::vector<RequestId> running_;       // admission order (victim = back)
   std::vector<RequestId> scratch_ids_;
   std::vector<StepRequest> plan_requests_;
+  std::vector<StepRequest> decode_requests_;  // RewardStepNs scratch
   std::vector<float> token_gaps_ms_;  // every inter-token gap, for TBT statistics
   RunRecords records_;
 
