@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <memory>
 #include <numeric>
+#include <optional>
+#include <vector>
 
 #include "policies/selector_factory.h"
 #include "policies/stop_policy_factory.h"
@@ -225,6 +227,59 @@ TEST(SimulatorTest, StepLimitStopsEarly) {
   const SimResult r = RunWith(c, w, "fcfs", "always");
   EXPECT_FALSE(r.complete);
   EXPECT_EQ(r.records.steps.size(), 5u);
+}
+
+// Always adds; remembers what it was asked and told.
+class RecordingPolicy final : public StopPolicy {
+ public:
+  std::string_view Name() const override { return "recording"; }
+  void BeginRound() override {}
+  StopDecision Decide(const StopContext& context) override {
+    if (context.batch_size == 0) ++empty_batch_decisions;
+    return StopDecision::kAdd;
+  }
+  void OnStepExecuted(const StepFeedback& feedback) override {
+    step_ns.push_back(feedback.step_ns);
+  }
+  uint32_t empty_batch_decisions = 0;
+  std::vector<int64_t> step_ns;
+};
+
+class DecodePricingEngine final : public Engine {
+ public:
+  std::string_view Name() const override { return "decode-pricing"; }
+  StepTiming Execute(const BatchPlan& plan) override { return inner.Execute(plan); }
+  std::optional<int64_t> PriceDecodeOnly(const BatchPlan& decode_plan) override {
+    EXPECT_EQ(decode_plan.prefill_tokens, 0u);
+    for (const StepRequest& r : decode_plan.requests) EXPECT_FALSE(r.is_prefill);
+    return 42;
+  }
+  ConstantEngine inner;
+};
+
+TEST(SimulatorTest, RewardTimeIsTheDecodeOnlyPriceWhenAsked) {
+  // The second request arrives while the first decodes: one step mixes prefill and decode.
+  const Workload w = MakeWorkload(2, 2, 0, 64, 20, 5'000'000);
+  for (const bool decode_only : {false, true}) {
+    ServingConfig c = SmallConfig();
+    c.reward_decode_only = decode_only;
+    std::unique_ptr<CandidateSelector> selector = MakeSelector("fcfs");
+    RecordingPolicy policy;
+    DecodePricingEngine engine;
+    Simulator sim(c, w, *selector, policy, engine);
+    const SimResult r = sim.Run();
+    ExpectConservation(r, w);
+    ASSERT_EQ(policy.step_ns.size(), r.records.steps.size());
+    size_t mixed = 0;
+    for (size_t i = 0; i < r.records.steps.size(); ++i) {
+      const StepRecord& step = r.records.steps[i];
+      const bool is_mixed = step.prefill_tokens > 0 && step.decode_tokens > 0;
+      mixed += is_mixed ? 1 : 0;
+      EXPECT_EQ(policy.step_ns[i], decode_only && is_mixed ? 42 : step.step_ns) << i;
+    }
+    EXPECT_EQ(mixed, 1u);
+    EXPECT_EQ(policy.empty_batch_decisions, 1u);  // the first admission: asked at b = 0 too
+  }
 }
 
 }  // namespace
