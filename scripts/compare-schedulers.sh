@@ -6,8 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 feather="${1:-build/release}/feather"
+# selector, stop policy, and optionally a reward_time
 schedulers=("fcfs always" "lpm always" "dfs-weight always" "oracle always" "fcfs dynamic-batching"
-            "cht heuristic" "cht bandit" "cht qlearning")
+            "cht heuristic" "cht bandit" "cht bandit decode-only" "cht qlearning")
 for profile in rtx6000-ada h100-sxm; do
   for scenario in scenarios/default.yaml scenarios/experiments/no-sharing.yaml; do
     name=$(basename "$scenario" .yaml)
@@ -17,11 +18,15 @@ for profile in rtx6000-ada h100-sxm; do
     [[ $name == no-sharing ]] && size=(--set workload.requests=5000)
     for pair in "${schedulers[@]}"; do
       set -- $pair
-      out="out/compare/$profile/$name/$1+$2"
+      reward="${3:-step}"
+      label="$1+$2"
+      [[ $reward != step ]] && label="$label+$reward-reward"
+      out="out/compare/$profile/$name/$label"
       [[ -f "$out/summary.json" ]] && continue   # resumable
-      echo "run $profile $name $1+$2" >&2
+      echo "run $profile $name $label" >&2
       "$feather" run "$scenario" --out "$out" --set profile="$profile" \
-        --set scheduler.selector="$1" --set scheduler.stop="$2" "${size[@]}" > /dev/null
+        --set scheduler.selector="$1" --set scheduler.stop="$2" \
+        --set scheduler.reward_time="$reward" "${size[@]}" > /dev/null
     done
   done
 done
