@@ -199,12 +199,12 @@ BatchPlan Simulator::BuildPlan() {
     r.id = id;
     r.context_tokens = s.computed_tokens;
     r.new_tokens = s.new_tokens;
-    r.is_prefill = !(s.new_tokens == 1 && s.computed_tokens + 1 == s.SequenceTokens());
+    r.is_prefill = !s.DecodesThisStep();
     r.block_table = kv_.BlockTable(id);
     if (r.is_prefill) {
       plan.prefill_tokens += r.new_tokens;
-      prefill_private_blocks += r.block_table.size() - std::min<uint64_t>(
-                                                            r.block_table.size(), s.cached_blocks);
+      prefill_private_blocks +=
+          r.block_table.size() - std::min<uint64_t>(r.block_table.size(), s.cached_blocks);
     } else {
       ++plan.decode_requests;
       plan.decode_kv_tokens += uint64_t{r.context_tokens} + 1;
@@ -267,11 +267,10 @@ void Simulator::CompleteStep(const StepTiming& timing, int64_t scheduler_ns, int
     RequestState& s = state_[id];
     if (s.new_tokens > 0) {
       ++batch_size;
-      const bool was_prefill = s.computed_tokens + 1 < s.SequenceTokens() || s.new_tokens > 1;
-      if (was_prefill) {
-        step.prefill_tokens += s.new_tokens;
-      } else {
+      if (s.DecodesThisStep()) {
         ++step.decode_tokens;
+      } else {
+        step.prefill_tokens += s.new_tokens;
       }
       const uint32_t before = s.computed_tokens;
       s.computed_tokens += s.new_tokens;
@@ -328,9 +327,14 @@ SimResult Simulator::Run(const std::function<void(const SimProgress&)>& progress
     }
     int64_t scheduler_ns = 0;
     switch (config_.scheduler_time) {
-      case SchedulerTimeMode::kMeasured: scheduler_ns = pending_scheduler_ns_; break;
-      case SchedulerTimeMode::kZero: break;
-      case SchedulerTimeMode::kFixed: scheduler_ns = config_.scheduler_fixed_ns; break;
+      case SchedulerTimeMode::kMeasured:
+        scheduler_ns = pending_scheduler_ns_;
+        break;
+      case SchedulerTimeMode::kZero:
+        break;
+      case SchedulerTimeMode::kFixed:
+        scheduler_ns = config_.scheduler_fixed_ns;
+        break;
     }
     pending_scheduler_ns_ = 0;
     now_ns_ += scheduler_ns;
@@ -370,8 +374,8 @@ RunSummary Simulator::Summarize() const {
     summary.throughput_tok_s = static_cast<double>(summary.output_tokens) / summary.duration_s;
   }
   if (!ttft_ms.empty()) {
-    summary.mean_ttft_ms = std::accumulate(ttft_ms.begin(), ttft_ms.end(), 0.0) /
-                           static_cast<double>(ttft_ms.size());
+    summary.mean_ttft_ms =
+        std::accumulate(ttft_ms.begin(), ttft_ms.end(), 0.0) / static_cast<double>(ttft_ms.size());
     summary.p99_ttft_ms = Quantile(ttft_ms, 0.99);
   }
   if (finished_ > 0) summary.mean_latency_ms = latency_ms_sum / static_cast<double>(finished_);

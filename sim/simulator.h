@@ -77,6 +77,10 @@ class Simulator {
     int64_t last_token_ns = -1;
     Phase phase = Phase::kNotArrived;
     [[nodiscard]] uint32_t SequenceTokens() const { return prompt_tokens + generated; }
+    // This step's work is one decode token (else a prefill chunk, which may end in a token).
+    [[nodiscard]] bool DecodesThisStep() const {
+      return new_tokens == 1 && computed_tokens + 1 == SequenceTokens();
+    }
   };
 
   void DeliverArrivals();
