@@ -7,14 +7,12 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <charconv>
 #include <cmath>
-#include <fstream>
-#include <set>
 #include <sstream>
 #include <utility>
 
 #include "sim/input_error.h"
+#include "sim/yaml_map_reader.h"
 
 namespace feather {
 namespace {
@@ -55,104 +53,31 @@ constexpr std::array<ProfileParameterInfo, kNumProfileParameters> kParameters = 
     {"per_request_ns", &P::per_request_ns, 0, false, 1e9, false, "cost per request and step (ns)"},
 }};
 
-uint32_t LineOf(const YAML::Node& node) {
-  return node.IsDefined() ? static_cast<uint32_t>(node.Mark().line + 1) : 0;
-}
-
-std::string Describe(const YAML::Node& node) {
-  if (node.IsScalar()) return "'" + node.Scalar() + "'";
-  if (node.IsSequence()) return "a list";
-  if (node.IsMap()) return "a map";
-  return "nothing";
-}
-
 std::string FormatNumber(double value) {
   std::ostringstream out;
   out << value;
   return out.str();
 }
 
-// Reads one YAML map field by field, recording problems instead of throwing; `prefix` is the
-// dotted path of the map ("" for the top level).
-class MapReader {
- public:
-  MapReader(std::string file, const YAML::Node& map, std::string prefix,
-            std::vector<InputProblem>& problems)
-      : file_(std::move(file)), map_(map), prefix_(std::move(prefix)), problems_(problems) {
-    std::set<std::string> seen;
-    for (const auto& entry : map_) {
-      const std::string key = entry.first.Scalar();
-      if (!seen.insert(key).second) Add(entry.first, key, "duplicate key");
-    }
-  }
-
-  [[nodiscard]] std::string Path(const std::string& key) const {
-    return prefix_.empty() ? key : prefix_ + "." + key;
-  }
-
-  YAML::Node Get(const std::string& key, bool required) {
-    known_.insert(key);
-    for (const auto& entry : map_) {
-      if (entry.first.Scalar() == key) return entry.second;
-    }
-    if (required) Add(map_, key, "missing (required)");
-    return YAML::Node(YAML::NodeType::Undefined);
-  }
-
-  void String(const std::string& key, std::string& out, bool required) {
-    const YAML::Node node = Get(key, required);
-    if (!node.IsDefined()) return;
-    if (!node.IsScalar() || node.Scalar().empty()) {
-      Add(node, key, "expected a non-empty string, got " + Describe(node));
-      return;
-    }
-    out = node.Scalar();
-  }
-
-  void Add(const YAML::Node& at, const std::string& key, std::string message) {
-    problems_.push_back({file_, LineOf(at), Path(key), std::move(message)});
-  }
-
-  void ReportUnknown(std::string_view allowed) {
-    for (const auto& entry : map_) {
-      const std::string key = entry.first.Scalar();
-      if (known_.count(key) == 0) {
-        Add(entry.first, key, "unknown key (allowed: " + std::string(allowed) + ")");
-      }
-    }
-  }
-
-  [[nodiscard]] const YAML::Node& node() const { return map_; }
-
- private:
-  std::string file_;
-  YAML::Node map_;
-  std::string prefix_;
-  std::vector<InputProblem>& problems_;
-  std::set<std::string> known_;
-};
-
 // Reads `parameters.<name>`: {value: X, source: spec|assumed|measured, note: "..."}.
 void ReadParameter(MapReader& parameters, const ProfileParameterInfo& info,
-                   DeviceProfile::Origin& origin, DeviceProfile& profile, const std::string& file,
-                   std::vector<InputProblem>& problems) {
+                   DeviceProfile::Origin& origin, DeviceProfile& profile) {
   const std::string name(info.name);
-  const YAML::Node node = parameters.Get(name, true);
+  const YAML::Node node = parameters.Value(name, true);
   if (!node.IsDefined()) return;
   if (!node.IsMap()) {
     parameters.Add(node, name, "expected a map {value, source, note}, got " + Describe(node));
     return;
   }
-  MapReader entry(file, node, parameters.Path(name), problems);
-  const YAML::Node value = entry.Get("value", true);
+  MapReader entry(parameters.problems(), node, parameters.Join(name));
+  const YAML::Node value = entry.Value("value", true);
   if (value.IsDefined()) {
     const std::string text = value.IsScalar() ? value.Scalar() : std::string();
-    double number = 0;
-    const char* end = text.data() + text.size();
-    const auto [ptr, ec] = std::from_chars(text.data(), end, number);
-    if (!value.IsScalar() || ec != std::errc() || ptr != end || !std::isfinite(number)) {
+    const std::optional<double> parsed = value.IsScalar() ? ParseReal(text) : std::nullopt;
+    if (!parsed) {
       entry.Add(value, "value", "expected a number, got " + Describe(value));
     } else {
+      const double number = *parsed;
       const bool below = info.min_exclusive ? number <= info.min : number < info.min;
       if (below || number > info.max) {
         entry.Add(value, "value",
@@ -166,7 +91,7 @@ void ReadParameter(MapReader& parameters, const ProfileParameterInfo& info,
       }
     }
   }
-  const YAML::Node source = entry.Get("source", true);
+  const YAML::Node source = entry.Value("source", true);
   if (source.IsDefined()) {
     const std::string text = source.IsScalar() ? source.Scalar() : std::string();
     if (text == "spec") {
@@ -180,7 +105,6 @@ void ReadParameter(MapReader& parameters, const ProfileParameterInfo& info,
     }
   }
   entry.String("note", origin.note, true);
-  entry.ReportUnknown("value, source, note");
 }
 
 }  // namespace
@@ -200,25 +124,19 @@ std::string_view ParameterSourceName(ParameterSource source) {
 std::span<const ProfileParameterInfo> ProfileParameters() { return kParameters; }
 
 DeviceProfile ParseDeviceProfile(std::string_view yaml_text, const std::string& display_name) {
-  YAML::Node doc;
-  try {
-    doc = YAML::Load(std::string(yaml_text));
-  } catch (const YAML::Exception& e) {
-    throw InputError(display_name, static_cast<uint32_t>(e.mark.line + 1), "",
-                     "YAML syntax error: " + e.msg);
-  }
+  const YAML::Node doc = ParseYaml(yaml_text, display_name);
   if (!doc.IsMap()) {
     throw InputError(display_name, LineOf(doc), "",
                      "a device profile is a YAML map of keys, got " + Describe(doc));
   }
-  std::vector<InputProblem> problems;
+  YamlProblems problems(display_name);
   DeviceProfile profile;
-  MapReader root(display_name, doc, "", problems);
+  MapReader root(problems, doc, "");
   root.String("name", profile.name, true);
   root.String("device", profile.device, true);
   root.String("notes", profile.notes, false);
 
-  const YAML::Node provenance = root.Get("provenance", true);
+  const YAML::Node provenance = root.Value("provenance", true);
   if (provenance.IsDefined()) {
     if (!provenance.IsSequence() || provenance.size() == 0) {
       root.Add(provenance, "provenance",
@@ -236,32 +154,25 @@ DeviceProfile ParseDeviceProfile(std::string_view yaml_text, const std::string& 
     }
   }
 
-  const YAML::Node parameters = root.Get("parameters", true);
+  const YAML::Node parameters = root.Value("parameters", true);
   if (parameters.IsDefined()) {
     if (!parameters.IsMap()) {
       root.Add(parameters, "parameters",
                "expected a map of parameters, got " + Describe(parameters));
     } else {
-      MapReader reader(display_name, parameters, "parameters", problems);
-      std::string allowed;
+      MapReader reader(problems, parameters, "parameters");
       for (size_t i = 0; i < kParameters.size(); ++i) {
-        ReadParameter(reader, kParameters[i], profile.origins[i], profile, display_name, problems);
-        allowed += (i == 0 ? "" : ", ") + std::string(kParameters[i].name);
+        ReadParameter(reader, kParameters[i], profile.origins[i], profile);
       }
-      reader.ReportUnknown(allowed);
     }
   }
-  root.ReportUnknown("name, device, notes, provenance, parameters");
-  if (!problems.empty()) throw InputError(std::move(problems));
+  root.Finish();
+  if (!problems.empty()) throw InputError(problems.Take());
   return profile;
 }
 
 DeviceProfile LoadDeviceProfile(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, 0, "", "cannot open the device profile");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseDeviceProfile(text.str(), path);
+  return ParseDeviceProfile(ReadTextFile(path, "device profile"), path);
 }
 
 }  // namespace feather

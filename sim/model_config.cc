@@ -6,14 +6,11 @@
 
 #include <yaml-cpp/yaml.h>
 
-#include <charconv>
-#include <fstream>
-#include <set>
-#include <sstream>
 #include <utility>
 #include <vector>
 
 #include "sim/input_error.h"
+#include "sim/yaml_map_reader.h"
 
 namespace feather {
 
@@ -72,129 +69,31 @@ constexpr uint64_t kMaxHeads = 4096;
 constexpr uint64_t kMaxHeadDim = 1024;
 constexpr uint64_t kMaxVocab = uint64_t{1} << 24;
 
-uint32_t LineOf(const YAML::Node& node) {
-  return node.IsDefined() ? static_cast<uint32_t>(node.Mark().line + 1) : 0;
-}
-
-std::string Describe(const YAML::Node& node) {
-  if (node.IsScalar()) return "'" + node.Scalar() + "'";
-  if (node.IsSequence()) return "a list";
-  if (node.IsMap()) return "a map";
-  return "nothing";
-}
-
-// Reads the top-level map field by field, recording problems instead of throwing.
-class FieldReader {
- public:
-  FieldReader(std::string file, const YAML::Node& map) : file_(std::move(file)), map_(map) {
-    std::set<std::string> seen;
-    for (const auto& entry : map_) {
-      const std::string key = entry.first.Scalar();
-      if (!seen.insert(key).second) Add(LineOf(entry.first), key, "duplicate key");
-    }
-  }
-
-  // The value of `key`, or an undefined node (and a "missing" problem when required).
-  YAML::Node Get(const std::string& key, bool required) {
-    known_.insert(key);
-    for (const auto& entry : map_) {
-      if (entry.first.Scalar() == key) return entry.second;
-    }
-    if (required) Add(LineOf(map_), key, "missing (required)");
-    return YAML::Node(YAML::NodeType::Undefined);
-  }
-
-  void String(const std::string& key, std::string& out, bool required) {
-    const YAML::Node node = Get(key, required);
-    if (!node.IsDefined()) return;
-    if (!node.IsScalar() || node.Scalar().empty()) {
-      Add(LineOf(node), key, "expected a non-empty string, got " + Describe(node));
-      return;
-    }
-    out = node.Scalar();
-  }
-
-  void Count(const std::string& key, uint32_t& out, uint64_t max) {
-    const YAML::Node node = Get(key, true);
-    if (!node.IsDefined()) return;
-    const std::string text = node.IsScalar() ? node.Scalar() : std::string();
-    int64_t value = 0;
-    const char* end = text.data() + text.size();
-    const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-    if (!node.IsScalar() || ec != std::errc() || ptr != end) {
-      Add(LineOf(node), key, "expected an integer, got " + Describe(node));
-      return;
-    }
-    if (value < 1 || static_cast<uint64_t>(value) > max) {
-      Add(LineOf(node), key,
-          "value " + text + " out of range: must be in [1, " + std::to_string(max) + "]");
-      return;
-    }
-    out = static_cast<uint32_t>(value);
-  }
-
-  void Bool(const std::string& key, bool& out) {
-    const YAML::Node node = Get(key, true);
-    if (!node.IsDefined()) return;
-    if (node.IsScalar() && (node.Scalar() == "true" || node.Scalar() == "false")) {
-      out = node.Scalar() == "true";
-      return;
-    }
-    Add(LineOf(node), key, "expected true or false, got " + Describe(node));
-  }
-
-  void Add(uint32_t line, const std::string& key, std::string message) {
-    problems_.push_back({file_, line, key, std::move(message)});
-  }
-
-  // Reports the keys no accessor asked for, then hands over every problem.
-  [[nodiscard]] std::vector<InputProblem> Finish(const std::string& allowed) {
-    for (const auto& entry : map_) {
-      const std::string key = entry.first.Scalar();
-      if (known_.count(key) == 0) {
-        Add(LineOf(entry.first), key, "unknown key (allowed: " + allowed + ")");
-      }
-    }
-    return std::move(problems_);
-  }
-
- private:
-  std::string file_;
-  YAML::Node map_;
-  std::set<std::string> known_;
-  std::vector<InputProblem> problems_;
-};
-
 }  // namespace
 
 ModelConfig ParseModelConfig(std::string_view yaml_text, const std::string& display_name) {
-  YAML::Node doc;
-  try {
-    doc = YAML::Load(std::string(yaml_text));
-  } catch (const YAML::Exception& e) {
-    throw InputError(display_name, static_cast<uint32_t>(e.mark.line + 1), "",
-                     "YAML syntax error: " + e.msg);
-  }
+  const YAML::Node doc = ParseYaml(yaml_text, display_name);
   if (!doc.IsMap()) {
     throw InputError(display_name, LineOf(doc), "",
                      "a model description is a YAML map of keys, got " + Describe(doc));
   }
-  FieldReader reader(display_name, doc);
+  YamlProblems problems(display_name);
   ModelConfig model;
+  MapReader reader(problems, doc, "");
   reader.String("name", model.name, true);
   reader.String("source", model.source, true);
   std::string notes;
   reader.String("notes", notes, false);
-  reader.Count("layers", model.layers, kMaxLayers);
-  reader.Count("hidden", model.hidden, kMaxWidth);
-  reader.Count("heads", model.heads, kMaxHeads);
-  reader.Count("kv_heads", model.kv_heads, kMaxHeads);
-  reader.Count("head_dim", model.head_dim, kMaxHeadDim);
-  reader.Count("intermediate", model.intermediate, kMaxWidth);
-  reader.Count("vocab", model.vocab, kMaxVocab);
-  reader.Bool("tied_embeddings", model.tied_embeddings);
+  reader.Integer("layers", model.layers, 1, static_cast<int64_t>(kMaxLayers), true);
+  reader.Integer("hidden", model.hidden, 1, static_cast<int64_t>(kMaxWidth), true);
+  reader.Integer("heads", model.heads, 1, static_cast<int64_t>(kMaxHeads), true);
+  reader.Integer("kv_heads", model.kv_heads, 1, static_cast<int64_t>(kMaxHeads), true);
+  reader.Integer("head_dim", model.head_dim, 1, static_cast<int64_t>(kMaxHeadDim), true);
+  reader.Integer("intermediate", model.intermediate, 1, static_cast<int64_t>(kMaxWidth), true);
+  reader.Integer("vocab", model.vocab, 1, static_cast<int64_t>(kMaxVocab), true);
+  reader.Bool("tied_embeddings", model.tied_embeddings, true);
 
-  const YAML::Node dtype = reader.Get("dtype", true);
+  const YAML::Node dtype = reader.Value("dtype", true);
   if (dtype.IsDefined()) {
     const std::string text = dtype.IsScalar() ? dtype.Scalar() : std::string();
     if (text == "bf16" || text == "fp16") {
@@ -202,28 +101,22 @@ ModelConfig ParseModelConfig(std::string_view yaml_text, const std::string& disp
     } else if (text == "fp32") {
       model.dtype_bytes = 4;
     } else {
-      reader.Add(LineOf(dtype), "dtype", "expected bf16 | fp16 | fp32, got " + Describe(dtype));
+      reader.Add(dtype, "dtype", "expected bf16 | fp16 | fp32, got " + Describe(dtype));
     }
   }
   // Grouped-query attention shares each KV head among heads / kv_heads query heads.
   if (model.heads > 0 && model.kv_heads > 0 && model.heads % model.kv_heads != 0) {
-    reader.Add(LineOf(reader.Get("kv_heads", false)), "kv_heads",
+    reader.Add(reader.Value("kv_heads"), "kv_heads",
                "value " + std::to_string(model.kv_heads) + " must divide heads (" +
                    std::to_string(model.heads) + ")");
   }
-  std::vector<InputProblem> problems = reader.Finish(
-      "name, source, notes, layers, hidden, heads, kv_heads, head_dim, intermediate, vocab, "
-      "dtype, tied_embeddings");
-  if (!problems.empty()) throw InputError(std::move(problems));
+  reader.Finish();
+  if (!problems.empty()) throw InputError(problems.Take());
   return model;
 }
 
 ModelConfig LoadModelConfig(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, 0, "", "cannot open the model description");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return ParseModelConfig(text.str(), path);
+  return ParseModelConfig(ReadTextFile(path, "model description"), path);
 }
 
 }  // namespace feather

@@ -1,9 +1,7 @@
 // scenario.cc: YAML scenario loading and validation (schema: scenarios/README.md).
 //
-// A small reader walks the YAML tree key by key: each accessor marks its key as known, checks
-// type and range, and records a problem (with the value node's line) instead of throwing, so one
-// run of the loader reports every problem of the file. Keys a map holds that no accessor asked
-// for are reported as unknown at the end.
+// The shared MapReader (yaml_map_reader.h) walks the tree key by key and collects every problem
+// of the file; the name <-> enum tables below serve both reading and the JSON echo.
 #include "sim/scenario.h"
 
 #include <yaml-cpp/yaml.h>
@@ -23,6 +21,7 @@
 
 #include "sim/embedded_files.h"
 #include "sim/input_error.h"
+#include "sim/yaml_map_reader.h"
 
 namespace feather {
 namespace {
@@ -32,216 +31,40 @@ namespace fs = std::filesystem;
 constexpr uint64_t kMaxRequests = 100'000'000;  // beyond this a run exhausts memory (issue 6)
 constexpr uint64_t kMaxPromptTokens = 1'000'000;
 
-// Collects problems; knows which key paths came from --set (they have no file line).
-class Problems {
- public:
-  Problems(std::string file, std::vector<std::string> override_keys)
-      : file_(std::move(file)), override_keys_(std::move(override_keys)) {}
+// Scenario names of the enums, for reading and for the echo.
+template <typename Enum>
+using NameEntry = std::pair<std::string_view, Enum>;
+constexpr NameEntry<LengthKind> kLengthKinds[] = {{"fixed", LengthKind::kFixed},
+                                                  {"uniform", LengthKind::kUniform},
+                                                  {"lognormal", LengthKind::kLognormal}};
+constexpr NameEntry<ArrivalKind> kArrivalKinds[] = {{"poisson", ArrivalKind::kPoisson},
+                                                    {"piecewise", ArrivalKind::kPiecewise},
+                                                    {"offline", ArrivalKind::kOffline}};
+constexpr NameEntry<SharingKind> kSharingKinds[] = {{"groups", SharingKind::kGroups},
+                                                    {"radix", SharingKind::kRadix},
+                                                    {"fractional", SharingKind::kFractional},
+                                                    {"two-prefixes", SharingKind::kTwoPrefixes},
+                                                    {"none", SharingKind::kNone}};
+constexpr NameEntry<GroupSizes> kGroupSizes[] = {{"equal", GroupSizes::kEqual},
+                                                 {"zipf", GroupSizes::kZipf}};
+constexpr NameEntry<StateBins> kStateBins[] = {{"authors", StateBins::kAuthors},
+                                               {"exponential", StateBins::kExponential}};
+constexpr NameEntry<SchedulerTimeMode> kSchedulerTimes[] = {
+    {"measured", SchedulerTimeMode::kMeasured},
+    {"zero", SchedulerTimeMode::kZero},
+    {"fixed", SchedulerTimeMode::kFixed}};
 
-  void Add(const YAML::Node& node, const std::string& key, std::string message) {
-    for (const std::string& o : override_keys_) {
-      if (key == o || key.rfind(o + ".", 0) == 0) {
-        list_.push_back({"--set", 0, key, std::move(message)});
-        return;
-      }
-    }
-    const uint32_t line = node.IsDefined() ? static_cast<uint32_t>(node.Mark().line + 1) : 0;
-    list_.push_back({file_, line, key, std::move(message)});
+template <typename Enum, size_t N>
+std::string_view NameOf(const NameEntry<Enum> (&table)[N], Enum value) {
+  for (const auto& [name, v] : table) {
+    if (v == value) return name;
   }
-  void AddAtLine(uint32_t line, const std::string& key, std::string message) {
-    list_.push_back({file_, line, key, std::move(message)});
-  }
-  [[nodiscard]] bool empty() const { return list_.empty(); }
-  [[nodiscard]] std::vector<InputProblem> Take() { return std::move(list_); }
-  [[nodiscard]] bool FromOverride(const std::string& key) const {
-    return std::any_of(override_keys_.begin(), override_keys_.end(), [&](const std::string& o) {
-      return key == o || key.rfind(o + ".", 0) == 0;
-    });
-  }
-
- private:
-  std::string file_;
-  std::vector<std::string> override_keys_;
-  std::vector<InputProblem> list_;
-};
-
-std::string Describe(const YAML::Node& node) {
-  if (node.IsScalar()) return "'" + node.Scalar() + "'";
-  if (node.IsSequence()) return "a list";
-  if (node.IsMap()) return "a map";
-  return "nothing";
+  return "?";
 }
-
-std::optional<int64_t> ParseInteger(const std::string& text) {
-  int64_t value = 0;
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (ec != std::errc() || ptr != end) return std::nullopt;
-  return value;
-}
-
-std::optional<double> ParseReal(const std::string& text) {
-  double value = 0;
-  const char* end = text.data() + text.size();
-  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
-  if (ec != std::errc() || ptr != end || !std::isfinite(value)) return std::nullopt;
-  return value;
-}
-
-// Reads one YAML map; see the file comment.
-class MapReader {
- public:
-  MapReader(Problems& problems, YAML::Node node, std::string path)
-      : problems_(problems), node_(std::move(node)), path_(std::move(path)) {
-    if (!node_.IsMap()) return;
-    std::set<std::string> seen;
-    for (const auto& entry : node_) {
-      const std::string key = entry.first.Scalar();
-      if (!seen.insert(key).second) {
-        problems_.Add(entry.first, Join(key), "duplicate key");
-      }
-    }
-  }
-  MapReader(const MapReader&) = delete;
-  MapReader& operator=(const MapReader&) = delete;
-  ~MapReader() { ReportUnknown(); }
-
-  [[nodiscard]] std::string Join(const std::string& key) const {
-    return path_.empty() ? key : path_ + "." + key;
-  }
-
-  // The value node of `key` (undefined when absent), marking the key as known.
-  YAML::Node Value(const std::string& key) {
-    known_.insert(key);
-    if (!node_.IsMap()) return YAML::Node(YAML::NodeType::Undefined);
-    for (const auto& entry : node_) {
-      if (entry.first.Scalar() == key) return entry.second;
-    }
-    return YAML::Node(YAML::NodeType::Undefined);
-  }
-
-  template <typename Int>
-  void Integer(const std::string& key, Int& out, int64_t min, int64_t max) {
-    const YAML::Node v = Value(key);
-    if (!v.IsDefined() || v.IsNull()) return;
-    const std::optional<int64_t> parsed = v.IsScalar() ? ParseInteger(v.Scalar()) : std::nullopt;
-    if (!parsed) {
-      problems_.Add(v, Join(key), "expected an integer, got " + Describe(v));
-    } else if (*parsed < min || *parsed > max) {
-      problems_.Add(v, Join(key), "value " + v.Scalar() + " out of range [" +
-                                      std::to_string(min) + ", " + std::to_string(max) + "]");
-    } else {
-      out = static_cast<Int>(*parsed);
-    }
-  }
-
-  // A real number in [min, max] (min excluded when `min_exclusive`).
-  void Real(const std::string& key, double& out, double min, double max,
-            bool min_exclusive = false) {
-    const YAML::Node v = Value(key);
-    if (!v.IsDefined() || v.IsNull()) return;
-    const std::optional<double> parsed = v.IsScalar() ? ParseReal(v.Scalar()) : std::nullopt;
-    if (!parsed) {
-      problems_.Add(v, Join(key), "expected a number, got " + Describe(v));
-      return;
-    }
-    const bool below = min_exclusive ? *parsed <= min : *parsed < min;
-    if (below || *parsed > max) {
-      std::ostringstream range;
-      range << (min_exclusive ? "(" : "[") << min << ", " << max << "]";
-      problems_.Add(v, Join(key), "value " + v.Scalar() + " out of range " + range.str());
-      return;
-    }
-    out = *parsed;
-  }
-
-  void Bool(const std::string& key, bool& out) {
-    const YAML::Node v = Value(key);
-    if (!v.IsDefined() || v.IsNull()) return;
-    bool parsed = false;
-    if (!v.IsScalar() || !YAML::convert<bool>::decode(v, parsed)) {
-      problems_.Add(v, Join(key), "expected true or false, got " + Describe(v));
-      return;
-    }
-    out = parsed;
-  }
-
-  void String(const std::string& key, std::string& out) {
-    const YAML::Node v = Value(key);
-    if (!v.IsDefined() || v.IsNull()) return;
-    if (!v.IsScalar() || v.Scalar().empty()) {
-      problems_.Add(v, Join(key), "expected a non-empty string, got " + Describe(v));
-      return;
-    }
-    out = v.Scalar();
-  }
-
-  // A string that must be one of `names`.
-  template <typename Names>
-  void Choice(const std::string& key, std::string& out, const Names& names) {
-    const YAML::Node v = Value(key);
-    if (!v.IsDefined() || v.IsNull()) return;
-    if (v.IsScalar()) {
-      for (const auto& name : names) {
-        if (v.Scalar() == name) {
-          out = v.Scalar();
-          return;
-        }
-      }
-    }
-    std::string list;
-    for (const auto& name : names) list += (list.empty() ? "" : " | ") + std::string(name);
-    problems_.Add(v, Join(key), "unknown value " + Describe(v) + "; expected one of: " + list);
-  }
-
-  template <typename Enum>
-  void EnumChoice(const std::string& key, Enum& out,
-                  std::initializer_list<std::pair<std::string_view, Enum>> values) {
-    std::vector<std::string_view> names;
-    for (const auto& [name, value] : values) names.push_back(name);
-    std::string chosen;
-    Choice(key, chosen, names);
-    for (const auto& [name, value] : values) {
-      if (chosen == name) out = value;
-    }
-  }
-
-  // A child map; problems if present but not a map.
-  std::optional<YAML::Node> Child(const std::string& key) {
-    const YAML::Node v = Value(key);
-    if (!v.IsDefined() || v.IsNull()) return std::nullopt;
-    if (!v.IsMap()) {
-      problems_.Add(v, Join(key), "expected a map, got " + Describe(v));
-      return std::nullopt;
-    }
-    return v;
-  }
-
-  [[nodiscard]] Problems& problems() { return problems_; }
-  [[nodiscard]] const YAML::Node& node() const { return node_; }
-
- private:
-  void ReportUnknown() {
-    if (!node_.IsMap()) return;
-    for (const auto& entry : node_) {
-      const std::string key = entry.first.Scalar();
-      if (known_.count(key) == 0) {
-        std::string list;
-        for (const std::string& k : known_) list += (list.empty() ? "" : ", ") + k;
-        problems_.Add(entry.first, Join(key), "unknown key (known here: " + list + ")");
-      }
-    }
-  }
-
-  Problems& problems_;
-  YAML::Node node_;
-  std::string path_;
-  std::set<std::string> known_;
-};
 
 // Resolves a path from the file (relative to its directory) or from --set (relative to cwd).
-std::string ResolvePath(const std::string& value, const std::string& key, const Problems& problems,
-                        const std::string& base_dir) {
+std::string ResolvePath(const std::string& value, const std::string& key,
+                        const YamlProblems& problems, const std::string& base_dir) {
   if (value.empty() || fs::path(value).is_absolute() || problems.FromOverride(key)) return value;
   return (fs::path(base_dir) / value).lexically_normal().string();
 }
@@ -274,19 +97,16 @@ void ReadLength(MapReader& parent, const std::string& key, LengthSpec& out) {
     return;
   }
   MapReader m(parent.problems(), v, parent.Join(key));
-  m.EnumChoice("kind", out.kind,
-               {{"fixed", LengthKind::kFixed},
-                {"uniform", LengthKind::kUniform},
-                {"lognormal", LengthKind::kLognormal}});
+  m.EnumChoice("kind", out.kind, kLengthKinds);
   m.Integer("value", out.value, 1, kMax);
   m.Integer("min", out.min, 1, kMax);
   m.Integer("max", out.max, 1, kMax);
   m.Real("mean", out.mean, 0, static_cast<double>(kMax), true);
   m.Real("sigma", out.sigma, 0, 10);
   if (out.kind != LengthKind::kFixed && out.min > out.max) {
-    m.problems().Add(m.Value("min"), m.Join("min"),
-                     "min (" + std::to_string(out.min) + ") exceeds max (" +
-                         std::to_string(out.max) + ")");
+    m.problems().Add(
+        m.Value("min"), m.Join("min"),
+        "min (" + std::to_string(out.min) + ") exceeds max (" + std::to_string(out.max) + ")");
   }
 }
 
@@ -299,10 +119,7 @@ void ReadWorkload(MapReader& root, Scenario& s, const std::string& base_dir) {
 
   if (const auto arrival = w.Child("arrival")) {
     MapReader a(w.problems(), *arrival, "workload.arrival");
-    a.EnumChoice("kind", spec.arrival.kind,
-                 {{"poisson", ArrivalKind::kPoisson},
-                  {"piecewise", ArrivalKind::kPiecewise},
-                  {"offline", ArrivalKind::kOffline}});
+    a.EnumChoice("kind", spec.arrival.kind, kArrivalKinds);
     a.Real("rate", spec.arrival.rate_per_s, 0, 1e9, true);
     const YAML::Node phases = a.Value("phases");
     if (phases.IsDefined() && !phases.IsNull()) {
@@ -334,16 +151,10 @@ void ReadWorkload(MapReader& root, Scenario& s, const std::string& base_dir) {
   if (const auto sharing = w.Child("sharing")) {
     MapReader p(w.problems(), *sharing, "workload.sharing");
     SharingSpec& sh = spec.sharing;
-    p.EnumChoice("kind", sh.kind,
-                 {{"groups", SharingKind::kGroups},
-                  {"radix", SharingKind::kRadix},
-                  {"fractional", SharingKind::kFractional},
-                  {"two-prefixes", SharingKind::kTwoPrefixes},
-                  {"none", SharingKind::kNone}});
+    p.EnumChoice("kind", sh.kind, kSharingKinds);
     p.Integer("groups", sh.groups, 1, 1'000'000);
     p.Integer("prefix_tokens", sh.prefix_tokens, 0, static_cast<int64_t>(kMaxPromptTokens));
-    p.EnumChoice("group_sizes", sh.group_sizes,
-                 {{"equal", GroupSizes::kEqual}, {"zipf", GroupSizes::kZipf}});
+    p.EnumChoice("group_sizes", sh.group_sizes, kGroupSizes);
     p.Real("zipf_exponent", sh.zipf_exponent, 0, 10);
     p.Integer("levels", sh.levels, 1, 8);
     p.Integer("branching", sh.branching, 1, 64);
@@ -363,8 +174,7 @@ void ReadWorkload(MapReader& root, Scenario& s, const std::string& base_dir) {
     if (spec.trace.path.empty()) {
       t.problems().Add(*trace, "workload.trace.path", "missing: the trace file to replay");
     } else {
-      spec.trace.path =
-          ResolvePath(spec.trace.path, "workload.trace.path", t.problems(), base_dir);
+      spec.trace.path = ResolvePath(spec.trace.path, "workload.trace.path", t.problems(), base_dir);
       if (!fs::exists(spec.trace.path)) {
         t.problems().Add(t.Value("path"), "workload.trace.path",
                          "no such file: " + spec.trace.path);
@@ -399,8 +209,7 @@ void ReadScheduler(MapReader& root, Scenario& s, const std::string& base_dir) {
   m.Choice("reward_time", reward_time,
            std::initializer_list<std::string_view>{"step", "decode-only"});
   s.serving.reward_decode_only = reward_time == "decode-only";
-  m.EnumChoice("state_bins", o.state_bins,
-               {{"authors", StateBins::kAuthors}, {"exponential", StateBins::kExponential}});
+  m.EnumChoice("state_bins", o.state_bins, kStateBins);
   if (const auto h = m.Child("heuristic")) {
     MapReader p(m.problems(), *h, "scheduler.heuristic");
     p.Integer("max_loss_chunks", o.heuristic_max_loss_chunks, 0, 1 << 20);
@@ -443,16 +252,14 @@ void ReadServing(MapReader& root, Scenario& s) {
   m.Integer("kv_cache_blocks", c.kv_cache_blocks, 0, int64_t{1} << 40);
 }
 
-void ReadRoot(const YAML::Node& doc, Problems& problems, Scenario& s, const std::string& base_dir) {
+void ReadRoot(const YAML::Node& doc, YamlProblems& problems, Scenario& s,
+              const std::string& base_dir) {
   MapReader root(problems, doc, "");
   root.String("name", s.name);
   root.Integer("seed", s.seed, 0, std::numeric_limits<int64_t>::max());
   ReadWorkload(root, s, base_dir);
   ReadScheduler(root, s, base_dir);
-  root.EnumChoice("scheduler_time", s.serving.scheduler_time,
-                  {{"measured", SchedulerTimeMode::kMeasured},
-                   {"zero", SchedulerTimeMode::kZero},
-                   {"fixed", SchedulerTimeMode::kFixed}});
+  root.EnumChoice("scheduler_time", s.serving.scheduler_time, kSchedulerTimes);
   double fixed_us = static_cast<double>(s.serving.scheduler_fixed_ns) * 1e-3;
   root.Real("scheduler_fixed_us", fixed_us, 0, 1e9);
   s.serving.scheduler_fixed_ns = static_cast<int64_t>(std::llround(fixed_us * 1e3));
@@ -538,13 +345,7 @@ std::optional<std::string> ApplyOverride(YAML::Node& doc, const std::string& tex
 
 Scenario Load(std::string_view text, const std::string& display_name, const std::string& base_dir,
               std::span<const std::string> overrides) {
-  YAML::Node doc;
-  try {
-    doc = YAML::Load(std::string(text));
-  } catch (const YAML::ParserException& e) {
-    throw InputError(display_name, static_cast<uint32_t>(e.mark.line + 1), "",
-                     "YAML syntax error: " + e.msg);
-  }
+  YAML::Node doc = ParseYaml(text, display_name);
   if (doc.IsNull() || !doc.IsDefined()) doc = YAML::Node(YAML::NodeType::Map);
   if (!doc.IsMap()) {
     throw InputError(display_name, static_cast<uint32_t>(doc.Mark().line + 1), "",
@@ -557,7 +358,7 @@ Scenario Load(std::string_view text, const std::string& display_name, const std:
   }
   if (!override_problems.empty()) throw InputError(std::move(override_problems));
 
-  Problems problems(display_name, override_keys);
+  YamlProblems problems(display_name, override_keys);
   Scenario scenario;
   scenario.source = display_name;
   ReadRoot(doc, problems, scenario, base_dir);
@@ -574,12 +375,9 @@ Scenario LoadScenarioText(std::string_view text, const std::string& display_name
 }
 
 Scenario LoadScenarioFile(const std::string& path, std::span<const std::string> overrides) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, 0, "", "cannot open the scenario file");
-  std::ostringstream text;
-  text << in.rdbuf();
+  const std::string text = ReadTextFile(path, "scenario file");
   const std::string base_dir = fs::path(path).parent_path().string();
-  return Load(text.str(), path, base_dir.empty() ? "." : base_dir, overrides);
+  return Load(text, path, base_dir.empty() ? "." : base_dir, overrides);
 }
 
 ResolvedText ReadNamedFile(const std::string& name_or_path, std::string_view embedded_dir,
@@ -592,53 +390,25 @@ ResolvedText ReadNamedFile(const std::string& name_or_path, std::string_view emb
     throw InputError("<scenario>", 0, std::string(key),
                      "no built-in file named '" + name_or_path + "'");
   }
-  std::ifstream in(name_or_path, std::ios::binary);
-  if (!in) throw InputError(name_or_path, 0, std::string(key), "cannot open the file");
-  std::ostringstream text;
-  text << in.rdbuf();
-  return {text.str(), name_or_path};
+  return {ReadTextFile(name_or_path, "file", key), name_or_path};
 }
 
 namespace {
 
 nlohmann::ordered_json LengthToJson(const LengthSpec& l) {
   switch (l.kind) {
-    case LengthKind::kFixed: return {{"kind", "fixed"}, {"value", l.value}};
-    case LengthKind::kUniform: return {{"kind", "uniform"}, {"min", l.min}, {"max", l.max}};
+    case LengthKind::kFixed:
+      return {{"kind", "fixed"}, {"value", l.value}};
+    case LengthKind::kUniform:
+      return {{"kind", "uniform"}, {"min", l.min}, {"max", l.max}};
     case LengthKind::kLognormal:
-      return {{"kind", "lognormal"}, {"mean", l.mean}, {"sigma", l.sigma},
-              {"min", l.min},        {"max", l.max}};
+      return {{"kind", "lognormal"},
+              {"mean", l.mean},
+              {"sigma", l.sigma},
+              {"min", l.min},
+              {"max", l.max}};
   }
   return {};
-}
-
-const char* SharingName(SharingKind kind) {
-  switch (kind) {
-    case SharingKind::kGroups: return "groups";
-    case SharingKind::kRadix: return "radix";
-    case SharingKind::kFractional: return "fractional";
-    case SharingKind::kTwoPrefixes: return "two-prefixes";
-    case SharingKind::kNone: return "none";
-  }
-  return "?";
-}
-
-const char* ArrivalName(ArrivalKind kind) {
-  switch (kind) {
-    case ArrivalKind::kPoisson: return "poisson";
-    case ArrivalKind::kPiecewise: return "piecewise";
-    case ArrivalKind::kOffline: return "offline";
-  }
-  return "?";
-}
-
-const char* SchedulerTimeName(SchedulerTimeMode mode) {
-  switch (mode) {
-    case SchedulerTimeMode::kMeasured: return "measured";
-    case SchedulerTimeMode::kZero: return "zero";
-    case SchedulerTimeMode::kFixed: return "fixed";
-  }
-  return "?";
 }
 
 }  // namespace
@@ -646,7 +416,7 @@ const char* SchedulerTimeName(SchedulerTimeMode mode) {
 nlohmann::ordered_json ScenarioToJson(const Scenario& s) {
   using J = nlohmann::ordered_json;
   const WorkloadSpec& w = s.workload;
-  J arrival = {{"kind", ArrivalName(w.arrival.kind)}, {"rate", w.arrival.rate_per_s}};
+  J arrival = {{"kind", NameOf(kArrivalKinds, w.arrival.kind)}, {"rate", w.arrival.rate_per_s}};
   if (!w.arrival.phases.empty()) {
     J phases = J::array();
     for (const RatePhase& p : w.arrival.phases) {
@@ -655,10 +425,10 @@ nlohmann::ordered_json ScenarioToJson(const Scenario& s) {
     arrival["phases"] = phases;
   }
   const SharingSpec& sh = w.sharing;
-  J sharing = {{"kind", SharingName(sh.kind)},
+  J sharing = {{"kind", NameOf(kSharingKinds, sh.kind)},
                {"groups", sh.groups},
                {"prefix_tokens", sh.prefix_tokens},
-               {"group_sizes", sh.group_sizes == GroupSizes::kZipf ? "zipf" : "equal"},
+               {"group_sizes", NameOf(kGroupSizes, sh.group_sizes)},
                {"zipf_exponent", sh.zipf_exponent},
                {"levels", sh.levels},
                {"branching", sh.branching},
@@ -676,30 +446,29 @@ nlohmann::ordered_json ScenarioToJson(const Scenario& s) {
                          {"block_tokens", w.trace.block_tokens}};
   }
   const StopPolicyOptions& o = s.stop_options;
-  J scheduler = {
-      {"selector", s.selector},
-      {"stop", s.stop},
-      {"chunk_tokens", s.selector_options.chunk_tokens},
-      {"radix_page_size", s.selector_options.radix_page_size},
-      {"lpm_fcfs_fallback", s.selector_options.lpm_fcfs_fallback},
-      {"policy", {{"load", s.policy_load}, {"learning", s.policy_learning}}},
-      {"heuristic",
-       {{"max_loss_chunks", o.heuristic_max_loss_chunks},
-        {"relaxed_loss_chunks", o.heuristic_relaxed_loss_chunks},
-        {"relaxed_min_peers", o.heuristic_relaxed_min_peers},
-        {"floor_cap", o.heuristic_floor_cap}}},
-      {"reward_time", s.serving.reward_decode_only ? "decode-only" : "step"},
-      {"state_bins", StateBinsName(o.state_bins)},
-      {"bandit", {{"exploration", o.bandit_exploration}}},
-      {"qlearning",
-       {{"learning_rate", o.q_learning_rate},
-        {"discount", o.q_discount},
-        {"epsilon_start", o.q_epsilon_start},
-        {"epsilon_min", o.q_epsilon_min},
-        {"epsilon_decay_decisions", o.q_epsilon_decay_decisions}}},
-      {"dynamic_batching",
-       {{"latency_target_ms", o.dynamic_latency_target_ms},
-        {"memory_fraction", o.dynamic_memory_fraction}}}};
+  J scheduler = {{"selector", s.selector},
+                 {"stop", s.stop},
+                 {"chunk_tokens", s.selector_options.chunk_tokens},
+                 {"radix_page_size", s.selector_options.radix_page_size},
+                 {"lpm_fcfs_fallback", s.selector_options.lpm_fcfs_fallback},
+                 {"policy", {{"load", s.policy_load}, {"learning", s.policy_learning}}},
+                 {"heuristic",
+                  {{"max_loss_chunks", o.heuristic_max_loss_chunks},
+                   {"relaxed_loss_chunks", o.heuristic_relaxed_loss_chunks},
+                   {"relaxed_min_peers", o.heuristic_relaxed_min_peers},
+                   {"floor_cap", o.heuristic_floor_cap}}},
+                 {"reward_time", s.serving.reward_decode_only ? "decode-only" : "step"},
+                 {"state_bins", NameOf(kStateBins, o.state_bins)},
+                 {"bandit", {{"exploration", o.bandit_exploration}}},
+                 {"qlearning",
+                  {{"learning_rate", o.q_learning_rate},
+                   {"discount", o.q_discount},
+                   {"epsilon_start", o.q_epsilon_start},
+                   {"epsilon_min", o.q_epsilon_min},
+                   {"epsilon_decay_decisions", o.q_epsilon_decay_decisions}}},
+                 {"dynamic_batching",
+                  {{"latency_target_ms", o.dynamic_latency_target_ms},
+                   {"memory_fraction", o.dynamic_memory_fraction}}}};
   const ServingConfig& c = s.serving;
   J serving = {{"max_num_batched_tokens", c.max_num_batched_tokens},
                {"max_num_seqs", c.max_num_seqs},
@@ -709,20 +478,20 @@ nlohmann::ordered_json ScenarioToJson(const Scenario& s) {
                {"cascade_attention", c.cascade_attention},
                {"gpu_memory_utilization", c.gpu_memory_utilization},
                {"kv_cache_blocks", c.kv_cache_blocks}};
-  return J{{"name", s.name},
-           {"source", s.source},
-           {"seed", s.seed},
-           {"workload", workload},
-           {"scheduler", scheduler},
-           {"scheduler_time", SchedulerTimeName(c.scheduler_time)},
-           {"scheduler_fixed_us", static_cast<double>(c.scheduler_fixed_ns) * 1e-3},
-           {"engine", s.engine},
-           {"model", s.model},
-           {"profile", s.profile},
-           {"serving", serving},
-           {"run",
-            {{"max_time_s", static_cast<double>(c.max_sim_ns) * 1e-9},
-             {"max_steps", c.max_steps}}}};
+  return J{
+      {"name", s.name},
+      {"source", s.source},
+      {"seed", s.seed},
+      {"workload", workload},
+      {"scheduler", scheduler},
+      {"scheduler_time", NameOf(kSchedulerTimes, c.scheduler_time)},
+      {"scheduler_fixed_us", static_cast<double>(c.scheduler_fixed_ns) * 1e-3},
+      {"engine", s.engine},
+      {"model", s.model},
+      {"profile", s.profile},
+      {"serving", serving},
+      {"run",
+       {{"max_time_s", static_cast<double>(c.max_sim_ns) * 1e-9}, {"max_steps", c.max_steps}}}};
 }
 
 }  // namespace feather

@@ -286,6 +286,17 @@ TEST(ModelConfig, ReportsEveryProblemOfAFileAtOnce) {
   EXPECT_EQ(problems.size(), 7u) << Render(problems);
 }
 
+TEST(ModelConfig, AnEmptyRequiredValueIsMissing) {
+  const auto problems = ProblemsOf([] {
+    (void)ParseModelConfig(
+        "name: m\nsource: s\nlayers:\nhidden: 8\nheads: 2\nkv_heads: 2\nhead_dim: 4\n"
+        "intermediate: 8\nvocab: 10\ndtype: bf16\ntied_embeddings: false\n",
+        "m.yaml");
+  });
+  ASSERT_EQ(problems.size(), 1u) << Render(problems);
+  EXPECT_TRUE(Has(problems, 3, "layers", "missing")) << Render(problems);
+}
+
 TEST(ModelConfig, DuplicateKeySyntaxErrorAndMissingFile) {
   auto problems = ProblemsOf([] { (void)ParseModelConfig("vocab: 1\nvocab: 2\n", "m.yaml"); });
   EXPECT_TRUE(Has(problems, 2, "vocab", "duplicate key")) << Render(problems);

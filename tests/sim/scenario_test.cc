@@ -101,6 +101,8 @@ TEST(ScenarioTest, WrongTypeAndRangeAreReported) {
   EXPECT_EQ(ProblemsOf("workload: {arrival: {rate: 0}}\n")[0].key, "workload.arrival.rate");
   EXPECT_EQ(ProblemsOf("workload: {arrival: {rate: -1}}\n")[0].key, "workload.arrival.rate");
   EXPECT_EQ(ProblemsOf("serving: {prefix_caching: maybe}\n")[0].key, "serving.prefix_caching");
+  // Booleans are YAML 1.2's true and false only, as in profiles and model descriptions.
+  EXPECT_EQ(ProblemsOf("serving: {prefix_caching: yes}\n")[0].key, "serving.prefix_caching");
   EXPECT_EQ(ProblemsOf("workload: [1, 2]\n")[0].key, "workload");
   EXPECT_EQ(ProblemsOf("workload: {sharing: {shared_fraction: 1.5}}\n")[0].key,
             "workload.sharing.shared_fraction");
