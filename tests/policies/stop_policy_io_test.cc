@@ -20,6 +20,7 @@
 #include "policies/policy_state.h"
 #include "policies/qlearning_policy.h"
 #include "policies/stop_policy_factory.h"
+#include "tests/policies/stop_policy_test_support.h"
 
 namespace feather {
 namespace {
@@ -61,14 +62,8 @@ class StopPolicyIoTest : public ::testing::Test {
   fs::path dir_;
 };
 
-PrefixSignal Signal(uint32_t before, uint32_t after, uint32_t peers) {
-  PrefixSignal s;
-  s.tip_before_chunks = before;
-  s.tip_after_chunks = after;
-  s.peers = peers;
-  s.chunk_tokens = 50;
-  return s;
-}
+using test::Reward;
+using test::Signal;
 
 StopContext Context(uint32_t b, std::optional<PrefixSignal> signal) {
   StopContext c;
@@ -81,13 +76,6 @@ StopContext Context(uint32_t b, std::optional<PrefixSignal> signal) {
   return c;
 }
 
-StepFeedback Reward(uint32_t tokens_per_s) {
-  StepFeedback f;
-  f.batch_size = tokens_per_s;
-  f.decode_tokens = tokens_per_s;
-  f.step_ns = 1'000'000'000;
-  return f;
-}
 
 // Drives `policy` through `rounds` pseudo-random batch formations; returns its decisions.
 std::vector<StopDecision> Drive(StopPolicy& policy, uint32_t rounds, uint32_t salt) {

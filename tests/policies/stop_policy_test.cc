@@ -17,6 +17,7 @@
 #include "policies/policy_state.h"
 #include "policies/qlearning_policy.h"
 #include "policies/stop_policy_factory.h"
+#include "tests/policies/stop_policy_test_support.h"
 
 namespace feather {
 namespace {
@@ -24,14 +25,8 @@ namespace {
 constexpr StopDecision kAdd = StopDecision::kAdd;
 constexpr StopDecision kStop = StopDecision::kStop;
 
-PrefixSignal Signal(uint32_t before, uint32_t after, uint32_t peers) {
-  PrefixSignal s;
-  s.tip_before_chunks = before;
-  s.tip_after_chunks = after;
-  s.peers = peers;
-  s.chunk_tokens = 50;
-  return s;
-}
+using test::Reward;
+using test::Signal;
 
 StopContext Context(uint32_t batch_size, std::optional<PrefixSignal> signal, uint32_t waiting = 1) {
   StopContext c;
@@ -41,14 +36,6 @@ StopContext Context(uint32_t batch_size, std::optional<PrefixSignal> signal, uin
   return c;
 }
 
-// A step whose reward (decode tokens per second) is exactly `tokens_per_s`.
-StepFeedback Reward(uint32_t tokens_per_s) {
-  StepFeedback f;
-  f.batch_size = tokens_per_s;
-  f.decode_tokens = tokens_per_s;
-  f.step_ns = 1'000'000'000;
-  return f;
-}
 
 // ---------------------------------------------------------------- discretization
 
