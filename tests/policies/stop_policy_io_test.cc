@@ -76,7 +76,6 @@ StopContext Context(uint32_t b, std::optional<PrefixSignal> signal) {
   return c;
 }
 
-
 // Drives `policy` through `rounds` pseudo-random batch formations; returns its decisions.
 std::vector<StopDecision> Drive(StopPolicy& policy, uint32_t rounds, uint32_t salt) {
   std::vector<StopDecision> decisions;

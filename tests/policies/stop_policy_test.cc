@@ -36,7 +36,6 @@ StopContext Context(uint32_t batch_size, std::optional<PrefixSignal> signal, uin
   return c;
 }
 
-
 // ---------------------------------------------------------------- discretization
 
 TEST(PolicyState, AuthorsBinsFollowTheAuthorsFormula) {
