@@ -98,7 +98,7 @@ int RunScenarioCommand(const RunCommandOptions& options, std::ostream& out) {
   meta.stop_policy = scenario.stop;
   WriteRunOutputs(dir, result.records, result.summary, meta);
   if (options.json) {
-    out << SummaryToJson(result.summary, meta).dump(2) << '\n';
+    out << SummaryJsonText(result.summary, meta);  // the bytes of summary.json
   } else {
     PrintSummary(out, result.summary, dir);
   }
