@@ -55,39 +55,15 @@ KvReadSplit SplitKvReads(double total_tokens, double unique_tokens, double reque
   return split;
 }
 
-// Const references, as the serving loop's API has them; the copies are made once per run.
-ModelEngine::ModelEngine(const DeviceProfile& profile,  // NOLINT(modernize-pass-by-value)
-                         const ModelConfig& model,      // NOLINT(modernize-pass-by-value)
-                         ModelEngineOptions options)
-    : profile_(profile), model_(model), options_(options) {
-  const DeviceProfile& p = profile_;
-  const double gemm_flops = p.dense_flops_per_s * p.gemm_flops_efficiency;
-  const double attn_dram_bw = p.dram_bw_bytes_per_s * p.attn_bw_efficiency;
-  const auto kv_bytes = static_cast<double>(model_.KvBytesPerToken());
-  const double layers = model_.layers;
-  weight_stream_ns_ = static_cast<double>(model_.StepWeightBytes()) * kNsPerS /
-                      (p.dram_bw_bytes_per_s * p.gemm_bw_efficiency);
-  linear_ns_per_token_ = model_.LinearFlopsPerToken() * kNsPerS / gemm_flops;
-  lm_head_ns_per_token_ = model_.LmHeadFlopsPerToken() * kNsPerS / gemm_flops;
-  dram_ns_per_kv_token_ = kv_bytes * kNsPerS / attn_dram_bw;
-  l2_ns_per_kv_token_ = kv_bytes * kNsPerS / p.l2_bw_bytes_per_s;
-  attn_ns_per_pair_ =
-      model_.AttentionFlopsPerPair() * kNsPerS / (p.dense_flops_per_s * p.attn_flops_efficiency);
-  reuse_window_requests_ = std::max(1.0, p.reuse_window_ctas / std::max(1u, model_.kv_heads));
-  cascade_fixed_ns_ = layers * p.cascade_layer_ns;
-  cascade_ns_per_request_ = layers * p.cascade_merge_ns_per_request_layer;
-  overhead_fixed_ns_ = p.step_fixed_ns + layers * p.layer_fixed_ns;
-}
-
-StepTiming ModelEngine::Execute(const BatchPlan& plan) {
-  StepTiming timing;
+StepShape ShapeStep(const BatchPlan& plan, const ModelConfig& model, bool cascade_enabled,
+                    uint32_t sm_count) {
+  StepShape shape;
   const uint32_t num_requests = plan.num_requests();
-  if (num_requests == 0) return timing;
+  if (num_requests == 0) return shape;
 
   // One pass: the cascade clamp, flash-decoding eligibility and the prefill sums.
   uint32_t min_context = std::numeric_limits<uint32_t>::max();
   bool all_single_token = true;
-  uint32_t prefill_requests = 0;
   double prefill_pairs = 0;    // Σ n_i·(c_i + (n_i + 1)/2)
   double prefill_context = 0;  // Σ c_i
   double prefill_new = 0;      // Σ n_i
@@ -95,7 +71,7 @@ StepTiming ModelEngine::Execute(const BatchPlan& plan) {
     min_context = std::min(min_context, r.context_tokens);
     all_single_token = all_single_token && r.new_tokens == 1;
     if (!r.is_prefill) continue;
-    ++prefill_requests;
+    shape.prefill_requests += 1;
     const double n = r.new_tokens;
     const double c = r.context_tokens;
     prefill_pairs += n * (c + (n + 1) / 2);
@@ -105,46 +81,81 @@ StepTiming ModelEngine::Execute(const BatchPlan& plan) {
 
   uint32_t prefix = std::min(plan.common_prefix_tokens, min_context);
   if (plan.block_tokens > 0) prefix -= prefix % plan.block_tokens;
-  const bool cascade = options_.cascade_attention &&
-                       VllmUsesCascade(prefix, num_requests, all_single_token, model_.heads,
-                                       model_.kv_heads, static_cast<uint32_t>(profile_.sm_count));
+  const bool cascade = cascade_enabled && VllmUsesCascade(prefix, num_requests, all_single_token,
+                                                          model.heads, model.kv_heads, sm_count);
   const double p = cascade ? prefix : 0;
 
+  shape.requests = num_requests;
+  shape.decode_requests = plan.decode_requests;
+  shape.new_tokens = static_cast<double>(plan.total_new_tokens());
+  shape.sampled_tokens = shape.decode_requests + shape.prefill_requests;
+  shape.cascade_prefix_tokens = p;
+  shape.decode_kv_tokens = static_cast<double>(plan.decode_kv_tokens);
+  shape.decode_kv_unique_tokens = static_cast<double>(plan.decode_kv_unique_tokens);
+  if (cascade && plan.decode_requests > 0) {
+    shape.decode_kv_tokens = std::max(0.0, shape.decode_kv_tokens - shape.decode_requests * p);
+    shape.decode_kv_unique_tokens = std::max(0.0, shape.decode_kv_unique_tokens - p);
+  }
+  if (shape.prefill_requests > 0) {
+    shape.prefill_pairs = prefill_pairs - prefill_new * p;
+    shape.prefill_kv_tokens = prefill_context - shape.prefill_requests * p + 2 * prefill_new;
+  }
+  return shape;
+}
+
+StepPricer::StepPricer(const DeviceProfile& p, const ModelConfig& model) {
+  const double gemm_flops = p.dense_flops_per_s * p.gemm_flops_efficiency;
+  const double attn_dram_bw = p.dram_bw_bytes_per_s * p.attn_bw_efficiency;
+  const auto kv_bytes = static_cast<double>(model.KvBytesPerToken());
+  const double layers = model.layers;
+  weight_stream_ns_ = static_cast<double>(model.StepWeightBytes()) * kNsPerS /
+                      (p.dram_bw_bytes_per_s * p.gemm_bw_efficiency);
+  linear_ns_per_token_ = model.LinearFlopsPerToken() * kNsPerS / gemm_flops;
+  lm_head_ns_per_token_ = model.LmHeadFlopsPerToken() * kNsPerS / gemm_flops;
+  dram_ns_per_kv_token_ = kv_bytes * kNsPerS / attn_dram_bw;
+  l2_ns_per_kv_token_ = kv_bytes * kNsPerS / p.l2_bw_bytes_per_s;
+  attn_ns_per_pair_ =
+      model.AttentionFlopsPerPair() * kNsPerS / (p.dense_flops_per_s * p.attn_flops_efficiency);
+  reuse_window_requests_ = std::max(1.0, p.reuse_window_ctas / std::max(1u, model.kv_heads));
+  reuse_hit_max_ = p.reuse_hit_max;
+  cascade_fixed_ns_ = layers * p.cascade_layer_ns;
+  cascade_ns_per_request_ = layers * p.cascade_merge_ns_per_request_layer;
+  overhead_fixed_ns_ = p.step_fixed_ns + layers * p.layer_fixed_ns;
+  per_request_ns_ = p.per_request_ns;
+}
+
+StepTiming StepPricer::Price(const StepShape& shape) const {
+  StepTiming timing;
+  if (shape.requests <= 0) return timing;
+  const double p = shape.cascade_prefix_tokens;
+
   // Linear layers.
-  const auto new_tokens = static_cast<double>(plan.total_new_tokens());
-  const double sampled = static_cast<double>(plan.decode_requests) + prefill_requests;
-  const double gemm_ns = std::max(
-      weight_stream_ns_, new_tokens * linear_ns_per_token_ + sampled * lm_head_ns_per_token_);
+  const double gemm_ns =
+      std::max(weight_stream_ns_, shape.new_tokens * linear_ns_per_token_ +
+                                      shape.sampled_tokens * lm_head_ns_per_token_);
 
   // Cascade's shared-prefix pass.
   double cascade_ns = 0;
-  if (cascade) {
-    cascade_ns = std::max(p * dram_ns_per_kv_token_, new_tokens * p * attn_ns_per_pair_) +
-                 cascade_fixed_ns_ + num_requests * cascade_ns_per_request_;
+  if (shape.cascade()) {
+    cascade_ns = std::max(p * dram_ns_per_kv_token_, shape.new_tokens * p * attn_ns_per_pair_) +
+                 cascade_fixed_ns_ + shape.requests * cascade_ns_per_request_;
   }
 
   // Decode reads (the suffix part under cascade).
-  const double decode_requests = plan.decode_requests;
-  auto reads = static_cast<double>(plan.decode_kv_tokens);
-  auto unique = static_cast<double>(plan.decode_kv_unique_tokens);
-  if (cascade && plan.decode_requests > 0) {
-    reads = std::max(0.0, reads - decode_requests * p);
-    unique = std::max(0.0, unique - p);
-  }
   const KvReadSplit split =
-      SplitKvReads(reads, unique, decode_requests, reuse_window_requests_, profile_.reuse_hit_max);
-  const double decode_ns = (split.dram_tokens + decode_requests) * dram_ns_per_kv_token_;
+      SplitKvReads(shape.decode_kv_tokens, shape.decode_kv_unique_tokens, shape.decode_requests,
+                   reuse_window_requests_, reuse_hit_max_);
+  const double decode_ns = (split.dram_tokens + shape.decode_requests) * dram_ns_per_kv_token_;
   const double reuse_ns = split.l2_tokens * l2_ns_per_kv_token_;
 
   // Prefill chunks against their context (minus the prefix cascade already covered).
   double prefill_ns = 0;
-  if (prefill_requests > 0) {
-    const double pairs = prefill_pairs - prefill_new * p;
-    const double kv_tokens = prefill_context - prefill_requests * p + 2 * prefill_new;
-    prefill_ns = std::max(kv_tokens * dram_ns_per_kv_token_, pairs * attn_ns_per_pair_);
+  if (shape.prefill_requests > 0) {
+    prefill_ns = std::max(shape.prefill_kv_tokens * dram_ns_per_kv_token_,
+                          shape.prefill_pairs * attn_ns_per_pair_);
   }
 
-  const double overhead_ns = overhead_fixed_ns_ + num_requests * profile_.per_request_ns;
+  const double overhead_ns = overhead_fixed_ns_ + shape.requests * per_request_ns_;
 
   auto set = [&timing](StepTerm term, double ns) {
     const int64_t rounded = RoundNs(ns);
@@ -157,8 +168,19 @@ StepTiming ModelEngine::Execute(const BatchPlan& plan) {
   set(StepTerm::kCascadePrefix, cascade_ns);
   set(StepTerm::kPrefillAttention, prefill_ns);
   set(StepTerm::kOverhead, overhead_ns);
-  timing.cascade_used = cascade;
+  timing.cascade_used = shape.cascade();
   return timing;
+}
+
+// Const references, as the serving loop's API has them; the copies are made once per run.
+ModelEngine::ModelEngine(const DeviceProfile& profile,  // NOLINT(modernize-pass-by-value)
+                         const ModelConfig& model,      // NOLINT(modernize-pass-by-value)
+                         ModelEngineOptions options)
+    : profile_(profile), model_(model), options_(options), pricer_(profile_, model_) {}
+
+StepTiming ModelEngine::Execute(const BatchPlan& plan) {
+  return pricer_.Price(ShapeStep(plan, model_, options_.cascade_attention,
+                                 static_cast<uint32_t>(profile_.sm_count)));
 }
 
 uint64_t KvCacheBlocks(const DeviceProfile& profile, const ModelConfig& model,

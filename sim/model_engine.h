@@ -86,6 +86,51 @@ struct ModelEngineOptions {
   bool cascade_attention = true;  // vLLM's --disable-cascade-attn sets this false
 };
 
+// The aggregate quantities of a step that the cost model prices (notation of the file comment),
+// after the cascade decision: with cascade, the prefix P has been taken out of the decode and
+// prefill sums. ShapeStep computes it from a plan; a real engine records it beside its measured
+// times so that calibration (calib/) can fit the profile with StepPricer on the same shapes.
+struct StepShape {
+  double requests = 0;                 // R
+  double decode_requests = 0;          // B
+  double prefill_requests = 0;         // requests computing a prompt chunk
+  double new_tokens = 0;               // n
+  double sampled_tokens = 0;           // s = B + prefill_requests
+  double cascade_prefix_tokens = 0;    // P when cascade runs, else 0
+  double decode_kv_tokens = 0;         // T − B·P
+  double decode_kv_unique_tokens = 0;  // U − P
+  double prefill_pairs = 0;            // Σ n_i·(c_i + (n_i + 1)/2) − P·Σ n_i
+  double prefill_kv_tokens = 0;        // Σ (c_i + 2·n_i) − P·prefill_requests
+  [[nodiscard]] bool cascade() const { return cascade_prefix_tokens > 0; }
+};
+
+// Summarizes a plan and takes vLLM's cascade decision (see the file comment; `sm_count` is the
+// profile's, the number of threads for a CPU). O(requests), no allocation.
+[[nodiscard]] StepShape ShapeStep(const BatchPlan& plan, const ModelConfig& model,
+                                  bool cascade_enabled, uint32_t sm_count);
+
+// Prices shapes with a profile: the formulas of the file comment. Construction folds the profile
+// and the model into per-unit costs; Price is a few multiply-adds and a pow.
+class StepPricer {
+ public:
+  StepPricer(const DeviceProfile& profile, const ModelConfig& model);
+  [[nodiscard]] StepTiming Price(const StepShape& shape) const;
+
+ private:
+  double weight_stream_ns_ = 0;        // StepWeightBytes through DRAM
+  double linear_ns_per_token_ = 0;     // compute-bound linear layers, per token
+  double lm_head_ns_per_token_ = 0;    // compute-bound LM head, per sampled token
+  double dram_ns_per_kv_token_ = 0;    // one token's KV (all layers) from DRAM
+  double l2_ns_per_kv_token_ = 0;      // one token's KV (all layers) from L2
+  double attn_ns_per_pair_ = 0;        // one (query, key) pair across all layers, at full rate
+  double reuse_window_requests_ = 1;   // reuse_window_ctas / kv_heads, at least 1
+  double reuse_hit_max_ = 0;
+  double cascade_fixed_ns_ = 0;        // layers · cascade_layer_ns
+  double cascade_ns_per_request_ = 0;  // layers · cascade_merge_ns_per_request_layer
+  double overhead_fixed_ns_ = 0;       // step_fixed_ns + layers · layer_fixed_ns
+  double per_request_ns_ = 0;
+};
+
 class ModelEngine final : public Engine {
  public:
   ModelEngine(const DeviceProfile& profile, const ModelConfig& model,
@@ -104,17 +149,7 @@ class ModelEngine final : public Engine {
   DeviceProfile profile_;
   ModelConfig model_;
   ModelEngineOptions options_;
-  // Per-unit costs in ns, fixed at construction so Execute is a few multiply-adds.
-  double weight_stream_ns_ = 0;        // StepWeightBytes through DRAM
-  double linear_ns_per_token_ = 0;     // compute-bound linear layers, per token
-  double lm_head_ns_per_token_ = 0;    // compute-bound LM head, per sampled token
-  double dram_ns_per_kv_token_ = 0;    // one token's KV (all layers) from DRAM
-  double l2_ns_per_kv_token_ = 0;      // one token's KV (all layers) from L2
-  double attn_ns_per_pair_ = 0;        // one (query, key) pair across all layers, at full rate
-  double reuse_window_requests_ = 1;   // reuse_window_ctas / kv_heads, at least 1
-  double cascade_fixed_ns_ = 0;        // layers · cascade_layer_ns
-  double cascade_ns_per_request_ = 0;  // layers · cascade_merge_ns_per_request_layer
-  double overhead_fixed_ns_ = 0;       // step_fixed_ns + layers · layer_fixed_ns
+  StepPricer pricer_;
 };
 
 // vLLM's use_cascade_attention for an already clamped common prefix (see the file comment).
