@@ -1,6 +1,8 @@
 // scenario_run.cc: from a validated Scenario to a finished simulation (see scenario_run.h).
 #include "sim/scenario_run.h"
 
+#include <algorithm>
+#include <mutex>
 #include <stdexcept>
 #include <utility>
 
@@ -11,12 +13,61 @@
 #include "sim/model_engine.h"
 
 namespace feather {
+namespace {
+
+struct EngineRegistry {
+  std::mutex mutex;
+  std::vector<std::pair<std::string, EngineFactory>> factories;
+};
+
+EngineRegistry& Registry() {
+  static EngineRegistry registry;
+  return registry;
+}
+
+EngineFactory FindEngine(const std::string& name) {
+  EngineRegistry& registry = Registry();
+  const std::lock_guard lock(registry.mutex);
+  for (const auto& [registered, factory] : registry.factories) {
+    if (registered == name) return factory;
+  }
+  return {};
+}
+
+std::string JoinNames(const std::vector<std::string>& names) {
+  std::string joined;
+  for (const std::string& name : names) joined += (joined.empty() ? "" : ", ") + name;
+  return joined;
+}
+
+}  // namespace
+
+void RegisterEngine(const std::string& name, EngineFactory factory) {
+  EngineRegistry& registry = Registry();
+  const std::lock_guard lock(registry.mutex);
+  for (auto& [registered, existing] : registry.factories) {
+    if (registered == name) {
+      existing = std::move(factory);
+      return;
+    }
+  }
+  registry.factories.emplace_back(name, std::move(factory));
+}
+
+std::vector<std::string> AvailableEngines() {
+  std::vector<std::string> names{"model"};
+  EngineRegistry& registry = Registry();
+  const std::lock_guard lock(registry.mutex);
+  for (const auto& entry : registry.factories) names.push_back(entry.first);
+  std::sort(names.begin(), names.end());
+  return names;
+}
 
 PreparedRun PrepareRun(const Scenario& scenario) {
-  if (scenario.engine != "model") {
+  if (scenario.engine != "model" && !FindEngine(scenario.engine)) {
     throw std::invalid_argument("engine '" + scenario.engine +
-                                "' is not built yet: only the model engine runs scenarios today "
-                                "(the CPU and CUDA real engines are issues 4 and 7)");
+                                "' is not available in this build (available: " +
+                                JoinNames(AvailableEngines()) + ")");
   }
   PreparedRun prepared;
   prepared.scenario = scenario;
@@ -50,12 +101,26 @@ SimResult ExecuteRun(const PreparedRun& prepared, const Workload& workload, Stop
   SelectorOptions selector_options = s.selector_options;
   selector_options.expected_requests = static_cast<uint32_t>(workload.size());
   std::unique_ptr<CandidateSelector> selector = MakeSelector(s.selector, selector_options);
-  ModelEngine engine(prepared.profile, prepared.model,
-                     ModelEngineOptions{.cascade_attention = prepared.serving.cascade_attention});
+  std::unique_ptr<Engine> engine = MakeEngine(prepared);
   ServingConfig serving = prepared.serving;
   if (max_steps > 0) serving.max_steps = max_steps;
-  Simulator simulator(serving, workload, *selector, policy, engine);
+  Simulator simulator(serving, workload, *selector, policy, *engine);
   return simulator.Run(progress);
+}
+
+std::unique_ptr<Engine> MakeEngine(const PreparedRun& prepared) {
+  if (prepared.scenario.engine == "model") {
+    return std::make_unique<ModelEngine>(
+        prepared.profile, prepared.model,
+        ModelEngineOptions{.cascade_attention = prepared.serving.cascade_attention});
+  }
+  const EngineFactory factory = FindEngine(prepared.scenario.engine);
+  if (!factory) {
+    throw std::invalid_argument("engine '" + prepared.scenario.engine +
+                                "' is not available in this build (available: " +
+                                JoinNames(AvailableEngines()) + ")");
+  }
+  return factory(prepared);
 }
 
 nlohmann::ordered_json ResolvedRunJson(const PreparedRun& prepared) {

@@ -9,6 +9,8 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -30,9 +32,20 @@ struct PreparedRun {
   ServingConfig serving;  // scenario.serving with kv_cache_blocks resolved
 };
 
+// Real engines (hw/: `cpu`, later `cuda`) live outside sim/, which must not link them: the
+// program registers a factory per engine name at startup (cli/engines.h), and scenarios pick one
+// by name. The model engine is built in. Registering a name twice replaces the factory.
+using EngineFactory = std::function<std::unique_ptr<Engine>(const PreparedRun&)>;
+void RegisterEngine(const std::string& name, EngineFactory factory);
+// "model" plus the registered names, sorted.
+[[nodiscard]] std::vector<std::string> AvailableEngines();
+
 // Loads model and profile and sizes the KV pool. Throws InputError for bad files and for a
-// model that does not fit the device; std::invalid_argument for engines not built yet.
+// model that does not fit the device; std::invalid_argument for an engine this build lacks.
 [[nodiscard]] PreparedRun PrepareRun(const Scenario& scenario);
+
+// The engine the prepared run asks for (the model engine, or a registered real one).
+[[nodiscard]] std::unique_ptr<Engine> MakeEngine(const PreparedRun& prepared);
 
 // The stop policy a scenario asks for: fresh, or loaded from scheduler.policy.load, learning or
 // frozen as scheduler.policy.learning says.
