@@ -11,3 +11,6 @@ if(FEATHER_BUILD_TESTS)
   find_package(GTest REQUIRED)
   find_package(benchmark REQUIRED)
 endif()
+# CPU kernels (hw/): OpenMP threads and a CBLAS (Debian's OpenBLAS) to compare with Eigen.
+find_package(OpenMP REQUIRED COMPONENTS CXX)
+pkg_check_modules(OPENBLAS REQUIRED IMPORTED_TARGET openblas)
