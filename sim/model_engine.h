@@ -104,6 +104,13 @@ struct StepShape {
   [[nodiscard]] bool cascade() const { return cascade_prefix_tokens > 0; }
 };
 
+// One step a real engine executed: its shape and what each term measured (wall-clock ns). The
+// rows calibration fits StepPricer to.
+struct MeasuredStep {
+  StepShape shape;
+  StepTiming measured;
+};
+
 // Summarizes a plan and takes vLLM's cascade decision (see the file comment; `sm_count` is the
 // profile's, the number of threads for a CPU). O(requests), no allocation.
 [[nodiscard]] StepShape ShapeStep(const BatchPlan& plan, const ModelConfig& model,
