@@ -48,6 +48,8 @@ hid_t FileType(H5ColumnType type) {
     case H5ColumnType::kUInt8:
     case H5ColumnType::kBool:
       return H5T_STD_U8LE;
+    case H5ColumnType::kFloat64:
+      return H5T_IEEE_F64LE;
   }
   return H5T_STD_U8LE;
 }
@@ -63,6 +65,8 @@ hid_t MemoryType(H5ColumnType type) {
     case H5ColumnType::kUInt8:
     case H5ColumnType::kBool:
       return H5T_NATIVE_UINT8;
+    case H5ColumnType::kFloat64:
+      return H5T_NATIVE_DOUBLE;
   }
   return H5T_NATIVE_UINT8;
 }
@@ -75,6 +79,7 @@ size_t ElementBytes(H5ColumnType type) {
   switch (type) {
     case H5ColumnType::kInt64:
     case H5ColumnType::kUInt64:
+    case H5ColumnType::kFloat64:
       return 8;
     case H5ColumnType::kUInt32:
       return 4;
@@ -97,6 +102,8 @@ const char* TypeName(H5ColumnType type) {
       return "uint8";
     case H5ColumnType::kBool:
       return "uint8 (bool)";
+    case H5ColumnType::kFloat64:
+      return "float64";
   }
   return "?";
 }
@@ -385,13 +392,18 @@ void H5TableReader::ReadColumn(const std::string& dataset, H5ColumnType type, st
   Handle set = Checked(H5Dopen2(file_, dataset.c_str(), DefaultPlist()), H5Dclose, path_, dataset,
                        "no such dataset");
   Handle stored = Checked(H5Dget_type(set.get()), H5Tclose, path_, dataset, "H5Dget_type");
-  const bool want_signed = type == H5ColumnType::kInt64;
-  const H5T_sign_t sign = H5Tget_sign(stored.get());
   const size_t bytes = ElementBytes(type);
-  if (H5Tget_class(stored.get()) != H5T_INTEGER || H5Tget_size(stored.get()) != bytes ||
-      (sign == H5T_SGN_2) != want_signed) {
-    Fail(path_, dataset, std::string("is not stored as ") + TypeName(type));
+  const H5T_class_t stored_class = H5Tget_class(stored.get());
+  const bool same_width = H5Tget_size(stored.get()) == bytes;
+  bool matches = false;
+  if (type == H5ColumnType::kFloat64) {
+    matches = stored_class == H5T_FLOAT && same_width;
+  } else {
+    const bool want_signed = type == H5ColumnType::kInt64;
+    matches = stored_class == H5T_INTEGER && same_width &&
+              (H5Tget_sign(stored.get()) == H5T_SGN_2) == want_signed;
   }
+  if (!matches) Fail(path_, dataset, std::string("is not stored as ") + TypeName(type));
   if (rows == 0) return;
   scatter_.resize(rows * bytes);
   CheckStatus(

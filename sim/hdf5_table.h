@@ -1,5 +1,6 @@
 // hdf5_table.h: a small RAII layer over the HDF5 C API for column tables — files of groups holding
-// 1-D datasets of fixed-width integers, plus scalar attributes — which is all results.h5 needs.
+// 1-D datasets of fixed-width integers or float64, plus scalar attributes — which is all
+// results.h5 and the hardware microbenchmark tables (hw/bench_table.h) need.
 //
 // Use H5TableWriter to write a file and H5TableReader to read one back; sim/run_output.cc is the
 // main user. Columns are gathered from (or scattered into) arrays of records with a byte stride,
@@ -25,8 +26,9 @@
 namespace feather {
 
 // Element types of a column. kBool is stored as uint8 0/1 and read back as bool (any non-zero
-// byte is true), so a bool field never receives an invalid byte.
-enum class H5ColumnType : uint8_t { kInt64, kUInt64, kUInt32, kUInt8, kBool };
+// byte is true), so a bool field never receives an invalid byte. kFloat64 is an IEEE double
+// (measured times and rates in hw/bench_table.h).
+enum class H5ColumnType : uint8_t { kInt64, kUInt64, kUInt32, kUInt8, kBool, kFloat64 };
 
 // Rows above which a dataset is chunked and compressed: below it the filters cost more in
 // metadata than they save.
@@ -76,8 +78,8 @@ class H5TableReader {
   // Number of elements of a 1-D dataset; throws if it is not 1-D.
   [[nodiscard]] size_t ColumnRows(const std::string& dataset) const;
   // Reads a 1-D dataset of exactly `rows` elements into base + i * stride_bytes. The stored type
-  // must be the integer type `type` writes (same width and signedness; byte order may differ):
-  // a mismatch throws rather than letting HDF5 clip values silently.
+  // must be the type `type` writes (same class, width and signedness; byte order may differ):
+  // a mismatch throws rather than letting HDF5 clip or round values silently.
   void ReadColumn(const std::string& dataset, H5ColumnType type, std::byte* base,
                   size_t stride_bytes, size_t rows);
 

@@ -1,0 +1,115 @@
+// attention_internal.h: what the CPU attention kernels (decode, cascade, prefill) share, and the
+// switch tests use to force the portable scalar path. Not a public API.
+//
+// Every kernel reduces to one step: a "lane batch" of up to kLanes query vectors (pre-scaled by
+// scale·log2 e, so the softmax runs in base 2) meets a tile of at most kTileTokens KV rows of one
+// (block, kv head) and folds it into its running online-softmax state (m, l, unnormalized o).
+// Decode puts one request's query heads of one kv head in a batch; the shared-prefix pass and
+// prefill run several batches over each tile while it is hot in L1, so KV is read from memory once.
+// The tile step exists twice (scalar, AVX2+FMA); ActiveTileKernels() picks one once per process.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "hw/paged_kv.h"
+
+namespace feather::hw::attention_internal {
+
+inline constexpr uint32_t kLanes = 8;  // one AVX2 register of scores, one lane per query vector
+inline constexpr uint32_t kTileTokens = 16;
+
+// One tile step. Plain data only: the AVX2 translation unit must not instantiate inline
+// functions that other translation units also emit (the linker could keep the AVX2 copy).
+struct TileArgs {
+  const float* q;  // [kLanes][head_dim], scaled by scale·log2 e; lanes ≥ `lanes` are zero
+  float* o;        // [kLanes][head_dim], unnormalized output
+  float* m;        // [kLanes], running max of the base-2 scores (−inf before any token)
+  float* l;        // [kLanes], running Σ 2^(score − m)
+  const void* k;   // rows [tokens][head_dim] of the pool's dtype, contiguous
+  const void* v;
+  const int32_t* limit;  // null, or [kLanes]: lane j sees rows [0, limit[j]) of this tile
+  // The tile that comes next (null: none, or already fetched by an earlier batch). While it
+  // scores, the step prefetches this tile's V and next_k, and while it accumulates, next_v, at
+  // the pace of its own reads: the memory system then serves several streams at once, where a
+  // plain K-then-V walk over scattered blocks would leave it one stream and idle between tiles.
+  const void* next_k;
+  const void* next_v;
+  uint32_t tokens;    // 1 .. kTileTokens
+  uint32_t head_dim;  // a multiple of 8
+};
+using TileFn = void (*)(const TileArgs&);
+
+// fn[dtype][lanes − 1][masked]: kernels specialized for the batch width and causal masking.
+struct TileKernels {
+  TileFn fn[2][kLanes][2];
+};
+
+[[nodiscard]] const TileKernels& ScalarTileKernels();
+[[nodiscard]] const TileKernels& Avx2TileKernels();  // only call when the CPU has AVX2 and FMA
+
+enum class AttentionIsa : uint8_t { kAuto, kScalar, kAvx2 };
+// kAuto: AVX2+FMA when the CPU has both (checked once), else scalar. Tests force kScalar; forcing
+// kAvx2 on a CPU without it falls back to scalar. Not thread-safe against running kernels.
+void SetAttentionIsaForTesting(AttentionIsa isa);
+[[nodiscard]] AttentionIsa ActiveAttentionIsa();  // kScalar or kAvx2
+[[nodiscard]] const TileKernels& ActiveTileKernels();
+
+// Per-thread state of several lane batches, sized on first use and only ever grown, so the hot
+// path does not allocate. Batch b holds q, o ([kLanes][head_dim] each), m, l and the exclusive
+// causal limits (absolute token positions) of its lanes.
+class LaneScratch {
+ public:
+  void Reserve(uint32_t batches, uint32_t head_dim);
+  [[nodiscard]] float* Q(uint32_t b) { return Base(b); }
+  [[nodiscard]] float* O(uint32_t b) { return Base(b) + size_t{kLanes} * head_dim_; }
+  [[nodiscard]] float* M(uint32_t b) { return Base(b) + 2 * size_t{kLanes} * head_dim_; }
+  [[nodiscard]] float* L(uint32_t b) { return M(b) + kLanes; }
+  [[nodiscard]] int32_t* Limit(uint32_t b) { return limits_.data() + size_t{b} * kLanes; }
+  [[nodiscard]] uint32_t& Lanes(uint32_t b) { return lanes_[b]; }
+
+ private:
+  [[nodiscard]] float* Base(uint32_t b) { return aligned_ + size_t{b} * stride_; }
+  std::vector<float> storage_;
+  std::vector<int32_t> limits_;
+  std::vector<uint32_t> lanes_;
+  float* aligned_ = nullptr;
+  size_t stride_ = 0;
+  uint32_t head_dim_ = 0;
+};
+[[nodiscard]] LaneScratch& ThreadLaneScratch();  // thread_local
+
+// Starts lane `lane` of batch b: copies q·scale·log2 e, clears o, m = −inf, l = 0.
+void InitLane(LaneScratch& scratch, uint32_t b, uint32_t lane, const float* q, float scale,
+              uint32_t head_dim);
+// Zeroes the q of lanes [from, kLanes) of batch b (padding lanes of a partial batch).
+void ClearLanesFrom(LaneScratch& scratch, uint32_t b, uint32_t from, uint32_t head_dim);
+// Writes lane `lane`'s normalized output and natural-log lse (−inf and zeros when it saw nothing).
+void FinishLane(LaneScratch& scratch, uint32_t b, uint32_t lane, uint32_t head_dim, float* out,
+                float* lse);
+
+// The KV tokens [begin, end) of one kv head of one request, through its block table.
+struct KvRange {
+  const void* k_pool;
+  const void* v_pool;
+  const PagedKvLayout* layout;
+  const uint32_t* block_table;
+  uint32_t kv_head;
+  uint32_t begin;
+  uint32_t end;
+};
+// Folds the range into batches [0, num_batches) of the scratch, tile by tile, every batch per
+// tile while it is in L1; has the first batch prefetch the next tile (its address comes from the
+// block table, which no hardware prefetcher follows). causal: lane j sees only tokens < its Limit.
+void RunBatchesOverRange(const TileKernels& kernels, LaneScratch& scratch, uint32_t num_batches,
+                         const KvRange& range, bool causal);
+
+// Merges state b into state a for one head (the formula of cascade_attention.h).
+void MergeState(float* out_a, float* lse_a, const float* out_b, float lse_b, uint32_t head_dim);
+
+// Combines n normalized partial states (outs [n][stride_out..], lses) of one head into out, lse.
+void CombineStates(const float* outs, size_t out_stride, const float* lses, size_t lse_stride,
+                   uint32_t n, uint32_t head_dim, float* out, float* lse);
+
+}  // namespace feather::hw::attention_internal

@@ -1,0 +1,219 @@
+// decode_attention_tile.cc: the machinery the CPU attention kernels share (attention_internal.h):
+// the once-per-process choice of the tile step (AVX2+FMA or scalar), the per-thread lane
+// scratch, the walk over a paged KV range with prefetch, and the log-sum-exp merges.
+#include <algorithm>
+#include <atomic>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <limits>
+
+#include "hw/attention_internal.h"
+#include "hw/paged_kv.h"
+
+namespace feather::hw::attention_internal {
+namespace {
+
+constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
+constexpr float kLog2E = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+std::atomic<AttentionIsa> forced_isa{AttentionIsa::kAuto};
+
+bool CpuHasAvx2Fma() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return has;
+#else
+  return false;
+#endif
+}
+
+// Narrows a batch's tile step to the rows some lane may see; returns false when none sees any.
+bool ApplyCausalLimits(LaneScratch& scratch, uint32_t b, uint32_t tile_start, TileArgs& args,
+                       int32_t (&relative)[kLanes]) {
+  const int32_t* limit = scratch.Limit(b);
+  const uint32_t lanes = scratch.Lanes(b);
+  int32_t max_rel = std::numeric_limits<int32_t>::min();
+  int32_t min_rel = std::numeric_limits<int32_t>::max();
+  for (uint32_t j = 0; j < kLanes; ++j) {
+    relative[j] = j < lanes ? limit[j] - static_cast<int32_t>(tile_start) : 0;
+    if (j < lanes) {
+      max_rel = std::max(max_rel, relative[j]);
+      min_rel = std::min(min_rel, relative[j]);
+    }
+  }
+  if (max_rel <= 0) return false;
+  args.tokens = std::min(args.tokens, static_cast<uint32_t>(max_rel));
+  args.limit = min_rel >= static_cast<int32_t>(args.tokens) ? nullptr : relative;
+  return true;
+}
+
+// Where a tile's rows are, and the tile after it (null at the end of the range).
+struct TilePointers {
+  const void* k;
+  const void* v;
+  const void* next_k;
+  const void* next_v;
+};
+
+// One tile of `tokens` rows starting at token `tile_start`, every batch in turn; the first batch
+// that runs prefetches the next tile, the others find this one in L1.
+void RunTile(const TileFn (*fns)[2], LaneScratch& scratch, uint32_t num_batches,
+             const TilePointers& tile, uint32_t tile_start, uint32_t tokens, uint32_t head_dim,
+             bool causal) {
+  bool prefetched = false;
+  for (uint32_t b = 0; b < num_batches; ++b) {
+    TileArgs args{scratch.Q(b),
+                  scratch.O(b),
+                  scratch.M(b),
+                  scratch.L(b),
+                  tile.k,
+                  tile.v,
+                  nullptr,
+                  prefetched ? nullptr : tile.next_k,
+                  prefetched ? nullptr : tile.next_v,
+                  tokens,
+                  head_dim};
+    int32_t relative[kLanes];
+    if (causal && !ApplyCausalLimits(scratch, b, tile_start, args, relative)) continue;
+    fns[scratch.Lanes(b) - 1][args.limit != nullptr ? 1 : 0](args);
+    prefetched = true;
+  }
+}
+
+}  // namespace
+
+void SetAttentionIsaForTesting(AttentionIsa isa) { forced_isa.store(isa); }
+
+AttentionIsa ActiveAttentionIsa() {
+  const AttentionIsa forced = forced_isa.load(std::memory_order_relaxed);
+  if (forced == AttentionIsa::kScalar || !CpuHasAvx2Fma()) return AttentionIsa::kScalar;
+  return AttentionIsa::kAvx2;
+}
+
+const TileKernels& ActiveTileKernels() {
+  return ActiveAttentionIsa() == AttentionIsa::kAvx2 ? Avx2TileKernels() : ScalarTileKernels();
+}
+
+void LaneScratch::Reserve(uint32_t batches, uint32_t head_dim) {
+  constexpr size_t kAlignFloats = 8;  // 32 bytes: aligned AVX2 loads of q and o
+  stride_ = 2 * size_t{kLanes} * head_dim + 2 * kLanes;
+  head_dim_ = head_dim;
+  const size_t needed = size_t{batches} * stride_ + kAlignFloats;
+  if (storage_.size() < needed) storage_.resize(needed);
+  if (limits_.size() < size_t{batches} * kLanes) limits_.resize(size_t{batches} * kLanes);
+  if (lanes_.size() < batches) lanes_.resize(batches);
+  const auto address = reinterpret_cast<uintptr_t>(storage_.data());
+  const size_t misalign = (address / sizeof(float)) % kAlignFloats;
+  aligned_ = storage_.data() + (misalign == 0 ? 0 : kAlignFloats - misalign);
+}
+
+LaneScratch& ThreadLaneScratch() {
+  thread_local LaneScratch scratch;
+  return scratch;
+}
+
+void InitLane(LaneScratch& scratch, uint32_t b, uint32_t lane, const float* q, float scale,
+              uint32_t head_dim) {
+  float* q_lane = scratch.Q(b) + size_t{lane} * head_dim;
+  const float factor = scale * kLog2E;
+  for (uint32_t d = 0; d < head_dim; ++d) q_lane[d] = q[d] * factor;
+  std::fill_n(scratch.O(b) + size_t{lane} * head_dim, head_dim, 0.0f);
+  scratch.M(b)[lane] = kMinusInf;
+  scratch.L(b)[lane] = 0;
+}
+
+void ClearLanesFrom(LaneScratch& scratch, uint32_t b, uint32_t from, uint32_t head_dim) {
+  for (uint32_t lane = from; lane < kLanes; ++lane) {
+    std::fill_n(scratch.Q(b) + size_t{lane} * head_dim, head_dim, 0.0f);
+    std::fill_n(scratch.O(b) + size_t{lane} * head_dim, head_dim, 0.0f);
+    scratch.M(b)[lane] = kMinusInf;
+    scratch.L(b)[lane] = 0;
+    scratch.Limit(b)[lane] = 0;
+  }
+}
+
+void FinishLane(LaneScratch& scratch, uint32_t b, uint32_t lane, uint32_t head_dim, float* out,
+                float* lse) {
+  const float sum = scratch.L(b)[lane];
+  const float* o = scratch.O(b) + size_t{lane} * head_dim;
+  if (!(sum > 0)) {
+    std::fill_n(out, head_dim, 0.0f);
+    if (lse != nullptr) *lse = kMinusInf;
+    return;
+  }
+  const float inverse = 1.0f / sum;
+  for (uint32_t d = 0; d < head_dim; ++d) out[d] = o[d] * inverse;
+  if (lse != nullptr) *lse = (scratch.M(b)[lane] + std::log2(sum)) * kLn2;
+}
+
+void RunBatchesOverRange(const TileKernels& kernels, LaneScratch& scratch, uint32_t num_batches,
+                         const KvRange& range, bool causal) {
+  const PagedKvLayout& layout = *range.layout;
+  const size_t elem_bytes = KvDtypeBytes(layout.dtype);
+  const size_t row_bytes = size_t{layout.head_dim} * elem_bytes;
+  const uint32_t block_tokens = layout.block_tokens;
+  const auto* k_pool = static_cast<const char*>(range.k_pool);
+  const auto* v_pool = static_cast<const char*>(range.v_pool);
+  const TileFn(*fns)[2] = kernels.fn[layout.dtype == KvDtype::kFp32 ? 0 : 1];
+  // Byte offset of token `pos` of this kv head in both pools.
+  auto offset_of = [&](uint32_t pos) {
+    const size_t tile = layout.Offset(range.block_table[pos / block_tokens], range.kv_head, 0);
+    return tile * elem_bytes + (pos % block_tokens) * row_bytes;
+  };
+  uint32_t pos = range.begin;
+  size_t offset = pos < range.end ? offset_of(pos) : 0;
+  while (pos < range.end) {
+    const uint32_t block_end = std::min(range.end, (pos / block_tokens + 1) * block_tokens);
+    const uint32_t tokens = std::min(kTileTokens, block_end - pos);
+    const uint32_t next = pos + tokens;
+    const size_t next_offset = next < range.end ? offset_of(next) : 0;
+    const TilePointers tile{k_pool + offset, v_pool + offset,
+                            next < range.end ? k_pool + next_offset : nullptr,
+                            next < range.end ? v_pool + next_offset : nullptr};
+    RunTile(fns, scratch, num_batches, tile, pos, tokens, layout.head_dim, causal);
+    pos = next;
+    offset = next_offset;
+  }
+}
+
+void MergeState(float* out_a, float* lse_a, const float* out_b, float lse_b, uint32_t head_dim) {
+  if (lse_b == kMinusInf) return;
+  if (*lse_a == kMinusInf) {
+    std::memcpy(out_a, out_b, head_dim * sizeof(float));
+    *lse_a = lse_b;
+    return;
+  }
+  const float m = std::max(*lse_a, lse_b);
+  const float weight_a = std::exp(*lse_a - m);
+  const float weight_b = std::exp(lse_b - m);
+  const float inverse = 1.0f / (weight_a + weight_b);
+  for (uint32_t d = 0; d < head_dim; ++d) {
+    out_a[d] = (weight_a * out_a[d] + weight_b * out_b[d]) * inverse;
+  }
+  *lse_a = m + std::log(weight_a + weight_b);
+}
+
+void CombineStates(const float* outs, size_t out_stride, const float* lses, size_t lse_stride,
+                   uint32_t n, uint32_t head_dim, float* out, float* lse) {
+  float m = kMinusInf;
+  for (uint32_t i = 0; i < n; ++i) m = std::max(m, lses[i * lse_stride]);
+  std::fill_n(out, head_dim, 0.0f);
+  if (m == kMinusInf) {
+    if (lse != nullptr) *lse = kMinusInf;
+    return;
+  }
+  float total = 0;
+  for (uint32_t i = 0; i < n; ++i) {
+    const float weight = std::exp(lses[i * lse_stride] - m);
+    if (weight == 0) continue;
+    total += weight;
+    const float* part = outs + i * out_stride;
+    for (uint32_t d = 0; d < head_dim; ++d) out[d] += weight * part[d];
+  }
+  const float inverse = 1.0f / total;
+  for (uint32_t d = 0; d < head_dim; ++d) out[d] *= inverse;
+  if (lse != nullptr) *lse = m + std::log(total);
+}
+
+}  // namespace feather::hw::attention_internal

@@ -1,0 +1,101 @@
+// gemm.cc: backend dispatch of hw/gemm.h, the CBLAS (OpenBLAS) backend, and the run-time CPU
+// check that guards the AVX2 Eigen kernel (gemm_eigen_avx2.cc).
+//
+// OpenBLAS (Debian's pthread build) keeps its own pool of worker threads whose size is process
+// state: we set it to the caller's `num_threads` only when it differs from the last value we set
+// (openblas_set_num_threads takes a lock and may resize the pool), so the BLAS workers and our
+// OpenMP kernels never together ask for more threads than the caller allows. Two threads calling
+// Gemm(kBlas) concurrently with different `num_threads` therefore race on that setting; the
+// engine calls GEMMs from one thread.
+#include "hw/gemm.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstddef>
+
+#include "cht/check.h"
+
+namespace feather::hw {
+namespace internal {
+// Defined in gemm_eigen_avx2.cc (compiled with -mavx2 -mfma): call only when CpuHasAvx2Fma().
+void GemmEigenAvx2(uint32_t m, uint32_t n, uint32_t k, const float* a, const float* b, float* c,
+                   int num_threads);
+}  // namespace internal
+
+namespace {
+
+// The measured winner on the reference machine (hw/README.md, "GEMM backend").
+constexpr GemmBackend kMeasuredDefault = GemmBackend::kBlas;
+
+bool CpuHasAvx2Fma() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool kHas = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  return kHas;
+#else
+  return false;
+#endif
+}
+
+// The thread count last given to OpenBLAS; 0 before the first call.
+std::atomic<int> blas_threads{0};
+
+void SetBlasThreads(int num_threads) {
+  if (blas_threads.load(std::memory_order_relaxed) == num_threads) return;
+  openblas_set_num_threads(num_threads);
+  blas_threads.store(num_threads, std::memory_order_relaxed);
+}
+
+void GemmBlas(uint32_t m, uint32_t n, uint32_t k, const float* a, const float* b, float* c,
+              int num_threads) {
+  SetBlasThreads(num_threads);
+  const auto mi = static_cast<blasint>(m);
+  const auto ni = static_cast<blasint>(n);
+  const auto ki = static_cast<blasint>(k);
+  if (m == 1) {
+    // One token (decode): c = Bᵀ·a as a GEMV. OpenBLAS 0.3.21's sgemm runs m = 1 through its
+    // packed GEMM kernels, 2–4× slower than its sgemv here (hw/README.md, "GEMM backend").
+    cblas_sgemv(CblasRowMajor, CblasTrans, ki, ni, 1.0F, b, ni, a, 1, 0.0F, c, 1);
+    return;
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, mi, ni, ki, 1.0F, a, ki, b, ni, 0.0F, c,
+              ni);
+}
+
+}  // namespace
+
+std::string_view GemmBackendName(GemmBackend backend) {
+  switch (backend) {
+    case GemmBackend::kEigen:
+      return "eigen";
+    case GemmBackend::kBlas:
+      return "blas";
+  }
+  return "unknown";
+}
+
+GemmBackend DefaultGemmBackend() { return kMeasuredDefault; }
+
+void Gemm(GemmBackend backend, uint32_t m, uint32_t n, uint32_t k, const float* a, const float* b,
+          float* c, int num_threads) {
+  FEATHER_CHECK(num_threads >= 1, "Gemm needs num_threads >= 1");
+  if (m == 0 || n == 0) return;
+  FEATHER_CHECK(c != nullptr, "Gemm: null C with m, n > 0");
+  if (k == 0) {
+    // An empty sum; BLAS implementations disagree on whether they still write C with k = 0.
+    std::fill_n(c, static_cast<size_t>(m) * n, 0.0F);
+    return;
+  }
+  FEATHER_CHECK(a != nullptr && b != nullptr, "Gemm: null A or B with m, n, k > 0");
+  // Without AVX2 + FMA the Eigen kernel cannot run; OpenBLAS picks its kernels for the CPU at
+  // load time, so it is the portable fallback (see gemm_eigen_avx2.cc for why there is no
+  // baseline Eigen build beside the AVX2 one).
+  if (backend == GemmBackend::kEigen && CpuHasAvx2Fma()) {
+    internal::GemmEigenAvx2(m, n, k, a, b, c, num_threads);
+  } else {
+    GemmBlas(m, n, k, a, b, c, num_threads);
+  }
+}
+
+}  // namespace feather::hw

@@ -1,0 +1,527 @@
+// Benchmarks of the CPU attention kernels (hw/decode_attention.h, hw/cascade_attention.h,
+// hw/prefill_attention.h) against a plain read-bandwidth loop measured in the same process.
+//
+// Decode is memory-bound: its figure of merit is the KV bytes it streams per second, compared
+// with BM_ReadBandwidth (threads summing a large array: what the memory system gives to a pure
+// read stream). The non-shared decode batch (256 requests × 4096 tokens, 2 kv heads, head dim 64,
+// 8 query heads) holds 1 GiB of fp32 KV (0.5 GiB bf16), ≥ 16× the 32 MiB LLC, in physical
+// blocks of random order. Reported:
+//   bytes_per_second: KV bytes the kernel reads (decode: Σ ranges; cascade: each group's prefix
+//     once plus the suffixes) — the bytes the cost model prices;
+//   logical_kv_Bps: Σ over requests of their whole KV, so plain decode and cascade on the same
+//     shared-prefix batch compare directly;
+//   GFLOPs (prefix pass, prefill): 4 · query heads · keys · head_dim per second (QK and PV).
+// Every kernel benchmark first checks a sample of its output against the double reference
+// (hw/attention_reference.h) and reports verify_failed instead of a time when it differs.
+//
+// Run (Release build):
+//   build-kernels/tests/attention_kernels_benchmark --benchmark_counters_tabular=true
+// OpenMP is private to feather_hw, so the bandwidth loop here uses std::thread.
+#include <benchmark/benchmark.h>
+#include <sys/mman.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdlib>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "hw/attention_internal.h"
+#include "hw/attention_reference.h"
+#include "hw/cascade_attention.h"
+#include "hw/decode_attention.h"
+#include "hw/paged_kv.h"
+#include "hw/prefill_attention.h"
+#include "sim/rng.h"
+
+namespace feather::hw {
+namespace {
+
+constexpr uint32_t kBlockTokens = 16;
+constexpr float kVerifyTolerance = 1e-4f;
+
+std::string IsaName() {
+  return attention_internal::ActiveAttentionIsa() == attention_internal::AttentionIsa::kAvx2
+             ? "avx2"
+             : "scalar";
+}
+
+struct FreeDeleter {
+  void operator()(char* p) const { std::free(p); }
+};
+using PoolMemory = std::unique_ptr<char, FreeDeleter>;
+
+// 2 MiB-aligned memory, advised into transparent huge pages: a KV pool is one long-lived
+// allocation, and with 4 KiB pages every (block, kv head) tile of a random block order would be
+// a TLB miss of its own. Set FEATHER_BENCH_SMALL_PAGES=1 to measure without.
+PoolMemory AllocatePool(size_t bytes) {
+  constexpr size_t kHugePage = size_t{2} << 20;
+  const size_t rounded = (bytes + kHugePage - 1) / kHugePage * kHugePage;
+  PoolMemory memory(static_cast<char*>(std::aligned_alloc(kHugePage, rounded)));
+  if (std::getenv("FEATHER_BENCH_SMALL_PAGES") == nullptr) {
+    madvise(memory.get(), rounded, MADV_HUGEPAGE);
+  }
+  return memory;
+}
+
+// --- Read bandwidth -----------------------------------------------------------------------
+
+// Sum of `streams` equal contiguous parts of a slice, read side by side (four independent
+// accumulators per stream, no loop-carried latency chain).
+uint64_t SumSlice(const uint64_t* data, size_t count, size_t streams) {
+  const size_t part = count / streams;
+  uint64_t a = 0, b = 0, c = 0, d = 0;
+  if (streams == 1) {
+    for (size_t i = 0; i + 4 <= part; i += 4) {
+      a += data[i];
+      b += data[i + 1];
+      c += data[i + 2];
+      d += data[i + 3];
+    }
+  } else {
+    const uint64_t* second = data + part;
+    for (size_t i = 0; i + 2 <= part; i += 2) {
+      a += data[i];
+      b += data[i + 1];
+      c += second[i];
+      d += second[i + 1];
+    }
+  }
+  return a + b + c + d;
+}
+
+// Threads each sum their contiguous slice of a 1 GiB array (> 30× the LLC), as one sequential
+// stream or as two (the KV walk of decode reads K and V side by side; on the VM this was tuned on
+// two streams per core read noticeably faster, so both are reported and the better one is the
+// bar). Args: threads, streams per thread.
+void BM_ReadBandwidth(benchmark::State& state) {
+  const auto threads = static_cast<size_t>(state.range(0));
+  const auto streams = static_cast<size_t>(state.range(1));
+  constexpr size_t kWords = (size_t{1} << 30) / sizeof(uint64_t);
+  static const PoolMemory memory = [] {  // huge pages too, as the KV pools
+    PoolMemory words = AllocatePool(kWords * sizeof(uint64_t));
+    auto* begin = reinterpret_cast<uint64_t*>(words.get());
+    std::iota(begin, begin + kWords, uint64_t{1});
+    return words;
+  }();
+  const auto* data = reinterpret_cast<const uint64_t*>(memory.get());
+  std::vector<uint64_t> sums(threads);
+  const size_t slice = kWords / threads;
+  for (auto _ : state) {
+    std::vector<std::thread> workers;
+    for (size_t t = 0; t < threads; ++t) {
+      workers.emplace_back([&, t] { sums[t] = SumSlice(data + t * slice, slice, streams); });
+    }
+    for (std::thread& worker : workers) worker.join();
+    benchmark::DoNotOptimize(sums.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(slice * threads * sizeof(uint64_t)));
+}
+BENCHMARK(BM_ReadBandwidth)
+    ->ArgNames({"threads", "streams"})
+    ->ArgsProduct({{1, 2}, {1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// --- KV pools and batches -----------------------------------------------------------------
+
+// K and V pools of small pseudo-random values (uninitialized allocation, then one pass of a fast
+// generator: a 1 GiB pool takes well under a second to build).
+struct KvPools {
+  PagedKvLayout layout;
+  PoolMemory k, v;
+};
+
+void FillPool(char* pool, size_t elems, KvDtype dtype, uint64_t seed) {
+  uint64_t state = seed * 0x9e3779b97f4a7c15ULL + 1;
+  for (size_t i = 0; i < elems; ++i) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    const float value =
+        static_cast<float>(static_cast<int32_t>(state >> 40) - (1 << 23)) * (1.0f / (1 << 23));
+    if (dtype == KvDtype::kFp32) {
+      reinterpret_cast<float*>(pool)[i] = value;
+    } else {
+      reinterpret_cast<uint16_t*>(pool)[i] = FloatToBf16(value);
+    }
+  }
+}
+
+KvPools MakePools(uint32_t num_blocks, uint32_t kv_heads, uint32_t head_dim, KvDtype dtype) {
+  KvPools pools;
+  pools.layout = {num_blocks, kv_heads, kBlockTokens, head_dim, dtype};
+  const size_t bytes = pools.layout.PoolBytes();
+  pools.k = AllocatePool(bytes);
+  pools.v = AllocatePool(bytes);
+  std::thread fill_v([&] { FillPool(pools.v.get(), bytes / KvDtypeBytes(dtype), dtype, 2); });
+  FillPool(pools.k.get(), bytes / KvDtypeBytes(dtype), dtype, 1);
+  fill_v.join();
+  return pools;
+}
+
+// A decode batch: pools, block tables (physical blocks in random order), queries, outputs.
+// With groups > 0, requests come in `groups` groups whose tables start with the same
+// prefix_tokens of shared blocks, then suffix_tokens of their own.
+struct DecodeSetup {
+  KvPools pools;
+  std::vector<std::vector<uint32_t>> tables;
+  std::vector<const uint32_t*> table_ptrs;
+  std::vector<uint32_t> kv_end;
+  std::vector<std::vector<uint32_t>> group_rows;
+  std::vector<CascadeGroup> groups;
+  std::vector<float> q, out, lse;
+  uint32_t num_heads = 8;
+  uint32_t prefix_tokens = 0;
+};
+
+struct DecodeShape {
+  KvDtype dtype;
+  uint32_t requests;
+  uint32_t groups;  // 0: no sharing
+  uint32_t prefix_tokens;
+  uint32_t suffix_tokens;
+  bool operator==(const DecodeShape&) const = default;
+};
+
+std::unique_ptr<DecodeSetup> BuildDecodeSetup(const DecodeShape& shape) {
+  constexpr uint32_t kKvHeads = 2, kHeadDim = 64;
+  auto setup = std::make_unique<DecodeSetup>();
+  const uint32_t prefix_blocks = shape.prefix_tokens / kBlockTokens;
+  const uint32_t own_blocks = (shape.suffix_tokens + kBlockTokens - 1) / kBlockTokens;
+  const uint32_t total_blocks = shape.groups * prefix_blocks + shape.requests * own_blocks;
+  setup->pools = MakePools(total_blocks, kKvHeads, kHeadDim, shape.dtype);
+  std::vector<uint32_t> order(total_blocks);
+  std::iota(order.begin(), order.end(), 0u);
+  Rng rng(42);
+  for (size_t i = order.size(); i > 1; --i) std::swap(order[i - 1], order[rng.Uniform(i)]);
+  size_t next = 0;
+  auto take = [&](uint32_t count) {
+    std::vector<uint32_t> blocks(order.begin() + next, order.begin() + next + count);
+    next += count;
+    return blocks;
+  };
+  std::vector<std::vector<uint32_t>> prefixes;
+  for (uint32_t g = 0; g < shape.groups; ++g) prefixes.push_back(take(prefix_blocks));
+  setup->group_rows.resize(shape.groups);
+  for (uint32_t r = 0; r < shape.requests; ++r) {
+    std::vector<uint32_t> table;
+    if (shape.groups > 0) {
+      const uint32_t g = r % shape.groups;
+      table = prefixes[g];
+      setup->group_rows[g].push_back(r);
+    }
+    const auto own = take(own_blocks);
+    table.insert(table.end(), own.begin(), own.end());
+    setup->tables.push_back(std::move(table));
+    setup->kv_end.push_back(shape.prefix_tokens + shape.suffix_tokens);
+  }
+  for (uint32_t g = 0; g < shape.groups; ++g) {
+    setup->groups.push_back({prefixes[g].data(), shape.prefix_tokens, setup->group_rows[g]});
+  }
+  for (const auto& table : setup->tables) setup->table_ptrs.push_back(table.data());
+  setup->prefix_tokens = shape.prefix_tokens;
+  const size_t heads_total = size_t{shape.requests} * setup->num_heads;
+  setup->q.resize(heads_total * kHeadDim);
+  for (float& x : setup->q) x = static_cast<float>(rng.NextDouble() * 2 - 1);
+  setup->out.resize(heads_total * kHeadDim);
+  setup->lse.resize(heads_total);
+  return setup;
+}
+
+// One decode batch at a time is kept (the largest is 1 GiB); rebuilt when the shape changes.
+DecodeSetup& CachedDecodeSetup(const DecodeShape& shape) {
+  static std::unique_ptr<DecodeSetup> cached;
+  static DecodeShape cached_shape{};
+  if (cached == nullptr || !(cached_shape == shape)) {
+    cached.reset();
+    cached = BuildDecodeSetup(shape);
+    cached_shape = shape;
+  }
+  return *cached;
+}
+
+DecodeAttentionParams DecodeParamsOf(DecodeSetup& s, int threads) {
+  DecodeAttentionParams p;
+  p.q = s.q.data();
+  p.out = s.out.data();
+  p.lse = s.lse.data();
+  p.k_pool = s.pools.k.get();
+  p.v_pool = s.pools.v.get();
+  p.layout = s.pools.layout;
+  p.block_tables = s.table_ptrs.data();
+  p.kv_end = s.kv_end.data();
+  p.num_requests = static_cast<uint32_t>(s.tables.size());
+  p.num_heads = s.num_heads;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(s.pools.layout.head_dim));
+  p.num_threads = threads;
+  return p;
+}
+
+// Compares the first `rows` requests of a decode output with the reference.
+bool VerifyDecodeRows(const DecodeAttentionParams& p, uint32_t rows) {
+  DecodeAttentionParams sample = p;
+  sample.num_requests = std::min(rows, p.num_requests);
+  const size_t heads_total = size_t{sample.num_requests} * p.num_heads;
+  std::vector<float> want(heads_total * p.layout.head_dim), want_lse(heads_total);
+  sample.out = want.data();
+  sample.lse = want_lse.data();
+  ReferenceDecodeAttention(sample);
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!(std::abs(want[i] - p.out[i]) <= kVerifyTolerance)) return false;
+  }
+  return true;
+}
+
+size_t KvBytesPerToken(const PagedKvLayout& layout) {
+  return size_t{2} * layout.kv_heads * layout.head_dim * KvDtypeBytes(layout.dtype);
+}
+
+void ReportDecode(benchmark::State& state, size_t read_bytes, size_t logical_bytes) {
+  const auto iterations = static_cast<double>(state.iterations());
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(read_bytes));
+  state.counters["logical_kv_Bps"] =
+      benchmark::Counter(iterations * static_cast<double>(logical_bytes),
+                         benchmark::Counter::kIsRate, benchmark::Counter::kIs1024);
+}
+
+// --- Decode -------------------------------------------------------------------------------
+
+// Args: dtype (0 fp32, 1 bf16), shared (0: 256 × 4096 own tokens; 1: 8 groups of 32 sharing a
+// 3584-token prefix, 512 own tokens each), threads. Plain paged decode over the whole batch.
+void BM_PagedDecode(benchmark::State& state) {
+  const auto dtype = static_cast<KvDtype>(state.range(0));
+  const bool shared = state.range(1) != 0;
+  const DecodeShape shape =
+      shared ? DecodeShape{dtype, 256, 8, 3584, 512} : DecodeShape{dtype, 256, 0, 0, 4096};
+  DecodeSetup& setup = CachedDecodeSetup(shape);
+  DecodeAttentionParams p = DecodeParamsOf(setup, static_cast<int>(state.range(2)));
+  DecodeWorkspace workspace;
+  PagedDecodeAttention(p, workspace);
+  if (!VerifyDecodeRows(p, 2)) {
+    state.SkipWithError("verify_failed");
+    return;
+  }
+  for (auto _ : state) {
+    PagedDecodeAttention(p, workspace);
+    benchmark::ClobberMemory();
+  }
+  const size_t logical = size_t{p.num_requests} * p.kv_end[0] * KvBytesPerToken(p.layout);
+  ReportDecode(state, logical, logical);
+  state.SetLabel("verify=ok isa=" + IsaName());
+}
+BENCHMARK(BM_PagedDecode)
+    ->ArgNames({"bf16", "shared", "threads"})
+    ->ArgsProduct({{0, 1}, {0, 1}, {1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// Cascade decode over the shared-prefix batch of BM_PagedDecode: one prefix pass per group, the
+// suffixes by paged decode, the merge. Args: dtype, threads.
+void BM_CascadeDecode(benchmark::State& state) {
+  const auto dtype = static_cast<KvDtype>(state.range(0));
+  DecodeSetup& setup = CachedDecodeSetup(DecodeShape{dtype, 256, 8, 3584, 512});
+  CascadeDecodeParams p{DecodeParamsOf(setup, static_cast<int>(state.range(1))), setup.groups};
+  CascadeWorkspace workspace;
+  CascadeDecodeAttention(p, workspace);
+  if (!VerifyDecodeRows(p.decode, 2)) {
+    state.SkipWithError("verify_failed");
+    return;
+  }
+  for (auto _ : state) {
+    CascadeDecodeAttention(p, workspace);
+    benchmark::ClobberMemory();
+  }
+  const size_t per_token = KvBytesPerToken(p.decode.layout);
+  const size_t requests = p.decode.num_requests;
+  const size_t read = (setup.groups.size() * setup.prefix_tokens +
+                       requests * (p.decode.kv_end[0] - setup.prefix_tokens)) *
+                      per_token;
+  ReportDecode(state, read, requests * p.decode.kv_end[0] * per_token);
+  state.SetLabel("verify=ok isa=" + IsaName());
+}
+BENCHMARK(BM_CascadeDecode)
+    ->ArgNames({"bf16", "threads"})
+    ->ArgsProduct({{0, 1}, {1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// The tile step's own speed, with the KV in L2 (one request of 1024 tokens, one kv head, one
+// thread): the ceiling above which memory, not arithmetic, limits decode. Args: dtype, head_dim,
+// query heads per kv head.
+void BM_DecodeInCache(benchmark::State& state) {
+  const auto dtype = static_cast<KvDtype>(state.range(0));
+  const auto head_dim = static_cast<uint32_t>(state.range(1));
+  const auto group = static_cast<uint32_t>(state.range(2));
+  constexpr uint32_t kTokens = 1024;
+  KvPools pools = MakePools(kTokens / kBlockTokens, 1, head_dim, dtype);
+  std::vector<uint32_t> table(kTokens / kBlockTokens);
+  std::iota(table.begin(), table.end(), 0u);
+  std::vector<float> q(size_t{group} * head_dim, 0.5f), out(q.size()), lse(group);
+  const uint32_t* tables[] = {table.data()};
+  DecodeAttentionParams p;
+  p.q = q.data();
+  p.out = out.data();
+  p.lse = lse.data();
+  p.k_pool = pools.k.get();
+  p.v_pool = pools.v.get();
+  p.layout = pools.layout;
+  p.block_tables = tables;
+  p.kv_end = &kTokens;
+  p.num_requests = 1;
+  p.num_heads = group;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  DecodeWorkspace workspace;
+  PagedDecodeAttention(p, workspace);
+  if (!VerifyDecodeRows(p, 1)) {
+    state.SkipWithError("verify_failed");
+    return;
+  }
+  for (auto _ : state) {
+    PagedDecodeAttention(p, workspace);
+    benchmark::ClobberMemory();
+  }
+  const size_t bytes = kTokens * KvBytesPerToken(p.layout);
+  ReportDecode(state, bytes, bytes);
+  state.SetLabel("verify=ok isa=" + IsaName());
+}
+BENCHMARK(BM_DecodeInCache)
+    ->ArgNames({"bf16", "dim", "group"})
+    ->ArgsProduct({{0, 1}, {64, 128}, {1, 4, 8}})
+    ->Unit(benchmark::kMicrosecond);
+
+// --- Shared-prefix pass ---------------------------------------------------------------------
+
+// One group's prefix pass: `queries` requests × 8 query heads (2 kv heads) over an 8192-token
+// prefix (16 MiB fp32 at head dim 128: in the LLC; the pass is compute-bound once a group has a
+// few queries). Args: dtype, head_dim, queries, threads.
+void BM_SharedPrefixPass(benchmark::State& state) {
+  const auto dtype = static_cast<KvDtype>(state.range(0));
+  const auto head_dim = static_cast<uint32_t>(state.range(1));
+  const auto queries = static_cast<uint32_t>(state.range(2));
+  constexpr uint32_t kPrefixTokens = 8192, kKvHeads = 2, kHeads = 8;
+  KvPools pools = MakePools(kPrefixTokens / kBlockTokens, kKvHeads, head_dim, dtype);
+  std::vector<uint32_t> table(kPrefixTokens / kBlockTokens);
+  std::iota(table.begin(), table.end(), 0u);
+  Rng rng(7);
+  for (size_t i = table.size(); i > 1; --i) std::swap(table[i - 1], table[rng.Uniform(i)]);
+  std::vector<float> q(size_t{queries} * kHeads * head_dim), out(q.size()), lse(queries * kHeads);
+  for (float& x : q) x = static_cast<float>(rng.NextDouble() * 2 - 1);
+  SharedPrefixParams p;
+  p.q = q.data();
+  p.out = out.data();
+  p.lse = lse.data();
+  p.k_pool = pools.k.get();
+  p.v_pool = pools.v.get();
+  p.layout = pools.layout;
+  p.prefix_block_table = table.data();
+  p.prefix_tokens = kPrefixTokens;
+  p.num_queries = queries;
+  p.num_heads = kHeads;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  p.num_threads = static_cast<int>(state.range(3));
+  SharedPrefixAttention(p);
+  SharedPrefixParams sample = p;
+  sample.num_queries = 1;
+  std::vector<float> want(size_t{kHeads} * head_dim), want_lse(kHeads);
+  sample.out = want.data();
+  sample.lse = want_lse.data();
+  ReferenceSharedPrefixAttention(sample);
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!(std::abs(want[i] - out[i]) <= kVerifyTolerance)) {
+      state.SkipWithError("verify_failed");
+      return;
+    }
+  }
+  for (auto _ : state) {
+    SharedPrefixAttention(p);
+    benchmark::ClobberMemory();
+  }
+  const auto iterations = static_cast<double>(state.iterations());
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(kPrefixTokens * KvBytesPerToken(p.layout)));
+  state.counters["GFLOPs"] =
+      benchmark::Counter(iterations * 4.0 * queries * kHeads * kPrefixTokens * head_dim * 1e-9,
+                         benchmark::Counter::kIsRate);
+  state.SetLabel("verify=ok isa=" + IsaName());
+}
+BENCHMARK(BM_SharedPrefixPass)
+    ->ArgNames({"bf16", "dim", "queries", "threads"})
+    ->ArgsProduct({{0, 1}, {64, 128}, {1, 8, 32}, {2}})
+    ->Args({0, 128, 32, 1})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// --- Prefill --------------------------------------------------------------------------------
+
+// One request's chunk of 512 new tokens after `context` cached ones, 8 query heads over 2 kv
+// heads, fp32. Items are query tokens; GFLOPs counts the causal QK and PV work.
+void BM_Prefill(benchmark::State& state) {
+  const auto head_dim = static_cast<uint32_t>(state.range(0));
+  const auto context = static_cast<uint32_t>(state.range(1));
+  constexpr uint32_t kChunk = 512, kKvHeads = 2, kHeads = 8;
+  const uint32_t total = context + kChunk;
+  KvPools pools =
+      MakePools((total + kBlockTokens - 1) / kBlockTokens, kKvHeads, head_dim, KvDtype::kFp32);
+  std::vector<uint32_t> table(pools.layout.num_blocks);
+  std::iota(table.begin(), table.end(), 0u);
+  Rng rng(9);
+  for (size_t i = table.size(); i > 1; --i) std::swap(table[i - 1], table[rng.Uniform(i)]);
+  std::vector<float> q(size_t{kChunk} * kHeads * head_dim), out(q.size());
+  for (float& x : q) x = static_cast<float>(rng.NextDouble() * 2 - 1);
+  const uint32_t* tables[] = {table.data()};
+  const uint32_t row_offset = 0;
+  PrefillAttentionParams p;
+  p.q = q.data();
+  p.out = out.data();
+  p.k_pool = pools.k.get();
+  p.v_pool = pools.v.get();
+  p.layout = pools.layout;
+  p.block_tables = tables;
+  p.context = &context;
+  p.chunk_len = &kChunk;
+  p.row_offset = &row_offset;
+  p.num_requests = 1;
+  p.num_heads = kHeads;
+  p.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+  p.num_threads = static_cast<int>(state.range(2));
+  PrefillAttention(p);
+  // The first rows of a causal chunk depend only on the tokens before them: check 8 of them.
+  PrefillAttentionParams sample = p;
+  const uint32_t sample_len = 8;
+  std::vector<float> want(size_t{sample_len} * kHeads * head_dim);
+  sample.chunk_len = &sample_len;
+  sample.out = want.data();
+  ReferencePrefillAttention(sample);
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (!(std::abs(want[i] - out[i]) <= kVerifyTolerance)) {
+      state.SkipWithError("verify_failed");
+      return;
+    }
+  }
+  for (auto _ : state) {
+    PrefillAttention(p);
+    benchmark::ClobberMemory();
+  }
+  // Σ_i (context + i + 1) keys per query head.
+  const double keys = double{kChunk} * context + double{kChunk} * (kChunk + 1) / 2;
+  const auto iterations = static_cast<double>(state.iterations());
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * kChunk);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
+                          static_cast<int64_t>(total * KvBytesPerToken(p.layout)));
+  state.counters["GFLOPs"] = benchmark::Counter(iterations * 4.0 * kHeads * keys * head_dim * 1e-9,
+                                                benchmark::Counter::kIsRate);
+  state.SetLabel("verify=ok isa=" + IsaName());
+}
+BENCHMARK(BM_Prefill)
+    ->ArgNames({"dim", "context", "threads"})
+    ->ArgsProduct({{64, 128}, {0, 1536}, {1, 2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+}  // namespace
+}  // namespace feather::hw

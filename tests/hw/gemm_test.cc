@@ -1,0 +1,132 @@
+// Tests for hw/gemm.h: both backends against a naive triple loop (double accumulation) on odd
+// shapes — single rows, sizes that are not multiples of the SIMD width or of the column blocks —
+// with one and two threads, plus the empty and k = 0 edge cases and the backend names.
+#include "hw/gemm.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <random>
+#include <string>
+#include <vector>
+
+namespace feather::hw {
+namespace {
+
+std::vector<float> RandomMatrix(size_t elements, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> value(-1.0F, 1.0F);
+  std::vector<float> out(elements);
+  for (float& x : out) x = value(rng);
+  return out;
+}
+
+// C = A·B, row-major, accumulated in double: the reference.
+std::vector<double> NaiveGemm(uint32_t m, uint32_t n, uint32_t k, const std::vector<float>& a,
+                              const std::vector<float>& b) {
+  std::vector<double> c(static_cast<size_t>(m) * n, 0.0);
+  for (uint32_t i = 0; i < m; ++i) {
+    for (uint32_t j = 0; j < n; ++j) {
+      double sum = 0.0;
+      for (uint32_t p = 0; p < k; ++p) {
+        sum += static_cast<double>(a[static_cast<size_t>(i) * k + p]) *
+               static_cast<double>(b[static_cast<size_t>(p) * n + j]);
+      }
+      c[static_cast<size_t>(i) * n + j] = sum;
+    }
+  }
+  return c;
+}
+
+struct Shape {
+  uint32_t m, n, k;
+};
+
+struct GemmCase {
+  GemmBackend backend;
+  Shape shape;
+  int threads;
+};
+
+std::string CaseName(const testing::TestParamInfo<GemmCase>& info) {
+  const GemmCase& c = info.param;
+  return std::string(GemmBackendName(c.backend)) + "_m" + std::to_string(c.shape.m) + "_n" +
+         std::to_string(c.shape.n) + "_k" + std::to_string(c.shape.k) + "_t" +
+         std::to_string(c.threads);
+}
+
+class GemmVersusNaiveTest : public testing::TestWithParam<GemmCase> {};
+
+TEST_P(GemmVersusNaiveTest, MatchesTripleLoop) {
+  const auto [backend, shape, threads] = GetParam();
+  const auto a = RandomMatrix(static_cast<size_t>(shape.m) * shape.k, 1);
+  const auto b = RandomMatrix(static_cast<size_t>(shape.k) * shape.n, 2);
+  std::vector<float> c(static_cast<size_t>(shape.m) * shape.n, 12345.0F);  // must be overwritten
+  Gemm(backend, shape.m, shape.n, shape.k, a.data(), b.data(), c.data(), threads);
+  const auto expected = NaiveGemm(shape.m, shape.n, shape.k, a, b);
+  // fp32 products of k terms in [-1, 1]: the rounding error grows like sqrt(k)·2^-24 per term.
+  const double tolerance = 1e-5 * std::sqrt(static_cast<double>(shape.k)) * 4.0 + 1e-6;
+  for (size_t i = 0; i < c.size(); ++i) {
+    ASSERT_NEAR(c[i], expected[i], tolerance) << "element " << i;
+  }
+}
+
+std::vector<GemmCase> AllCases() {
+  // Odd m (one decode row, a few rows, 17 and 129 off every register-panel height), n and k off
+  // every multiple of 8 and of the 16-column thread blocks, and shapes large enough to take the
+  // multi-threaded path of both backends (split by columns, and by rows when m > n).
+  const Shape shapes[] = {{1, 37, 53},   {3, 101, 29},   {17, 67, 131},
+                          {1, 333, 517}, {17, 259, 301}, {129, 200, 97}};
+  std::vector<GemmCase> cases;
+  for (const GemmBackend backend : {GemmBackend::kEigen, GemmBackend::kBlas}) {
+    for (const Shape& shape : shapes) {
+      for (const int threads : {1, 2}) cases.push_back({backend, shape, threads});
+    }
+  }
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(OddShapes, GemmVersusNaiveTest, testing::ValuesIn(AllCases()), CaseName);
+
+TEST(GemmTest, EmptyProductsLeaveOrZeroC) {
+  for (const GemmBackend backend : {GemmBackend::kEigen, GemmBackend::kBlas}) {
+    // m = 0 or n = 0: nothing to write, null pointers allowed.
+    Gemm(backend, 0, 5, 3, nullptr, nullptr, nullptr, 1);
+    Gemm(backend, 4, 0, 3, nullptr, nullptr, nullptr, 2);
+    // k = 0: C is the empty sum, all zeros.
+    std::vector<float> c(6, 7.0F);
+    Gemm(backend, 2, 3, 0, nullptr, nullptr, c.data(), 2);
+    for (const float x : c) EXPECT_EQ(x, 0.0F);
+  }
+}
+
+TEST(GemmTest, BackendsAgreeAfterThreadCountChanges) {
+  // Alternating thread counts exercises the "set OpenBLAS threads only on change" path.
+  const Shape shape{64, 96, 80};
+  const auto a = RandomMatrix(static_cast<size_t>(shape.m) * shape.k, 3);
+  const auto b = RandomMatrix(static_cast<size_t>(shape.k) * shape.n, 4);
+  std::vector<float> eigen(static_cast<size_t>(shape.m) * shape.n);
+  std::vector<float> blas(eigen.size());
+  for (const int threads : {2, 1, 2, 2, 1}) {
+    Gemm(GemmBackend::kEigen, shape.m, shape.n, shape.k, a.data(), b.data(), eigen.data(), threads);
+    Gemm(GemmBackend::kBlas, shape.m, shape.n, shape.k, a.data(), b.data(), blas.data(), threads);
+    for (size_t i = 0; i < eigen.size(); ++i) ASSERT_NEAR(eigen[i], blas[i], 1e-4) << i;
+  }
+}
+
+TEST(GemmTest, NamesAndDefault) {
+  EXPECT_EQ(GemmBackendName(GemmBackend::kEigen), "eigen");
+  EXPECT_EQ(GemmBackendName(GemmBackend::kBlas), "blas");
+  const GemmBackend chosen = DefaultGemmBackend();
+  EXPECT_TRUE(chosen == GemmBackend::kEigen || chosen == GemmBackend::kBlas);
+}
+
+TEST(GemmDeathTest, ZeroThreadsIsABug) {
+  std::vector<float> c(1);
+  const float one = 1.0F;
+  EXPECT_DEATH(Gemm(GemmBackend::kBlas, 1, 1, 1, &one, &one, c.data(), 0), "num_threads");
+}
+
+}  // namespace
+}  // namespace feather::hw
