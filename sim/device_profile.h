@@ -1,19 +1,23 @@
 // device_profile.h: the hardware numbers the cost model reads, with where each came from.
 //
 // A DeviceProfile has one field per parameter of the step-time model (sim/model_engine.h) and
-// of the KV pool size (KvCacheBlocks), and nothing else, so that a calibration fit (calib/) can
-// fill the fields one to one. Each parameter carries its provenance: `spec` (a public datasheet
+// of the KV pool size (KvCacheBlocks), and besides them only metadata (names, provenance, the
+// calibration sections), so that a calibration fit (calib/) can fill the fields one to one. Each parameter carries its provenance: `spec` (a public datasheet
 // figure), `assumed` (a typical value no datasheet gives, to be replaced by calibration) or
 // `measured` (written by calibration). Shipped profiles: results/profiles/*.yaml (schema in
 // results/profiles/README.md).
 //
 // ProfileParameters() lists the parameters in a fixed order with their valid ranges; the loader
-// and a calibration writer both walk that table. Loading is O(file size).
+// and the writer (DeviceProfileToYaml) both walk that table. A profile written by calibration
+// also carries two optional sections: `measured_on` (machine, build, kernel variant) and `fit`
+// (the fit errors, overall and per cost-model term). Loading and writing are O(file size), and
+// ParseDeviceProfile(DeviceProfileToYaml(p)) == p for every profile the loader accepts.
 #pragma once
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -26,11 +30,51 @@ enum class ParameterSource : uint8_t { kSpec, kAssumed, kMeasured };
 
 inline constexpr size_t kNumProfileParameters = 17;
 
+// The `measured_on` section: where and how the measurements behind a calibrated profile ran.
+struct ProfileMeasuredOn {
+  std::string host;       // host name
+  std::string cpu_model;  // e.g. "AMD EPYC 7B13" (the host CPU also for a GPU calibration)
+  std::string date_utc;   // ISO 8601 UTC, exactly YYYY-MM-DDTHH:MM:SSZ
+  struct Build {
+    std::string compiler;    // e.g. "GNU 12.2.0"
+    std::string build_type;  // CMAKE_BUILD_TYPE, e.g. "Release"
+    std::string git_rev;     // short git revision, "unknown" outside git
+    friend bool operator==(const Build&, const Build&) = default;
+  } build;
+  std::string kernel_variant;  // e.g. "avx2+fma, openmp 2 threads, gemm=blas"
+  uint32_t threads = 1;        // threads the engine ran with (>= 1)
+  friend bool operator==(const ProfileMeasuredOn&, const ProfileMeasuredOn&) = default;
+};
+
+// The `fit` section: how well the calibrated parameters reproduce the measured steps. MAPEs are
+// fractions (0.02 = 2%): mean |predicted − measured| / measured over the rows. The holdout MAPE
+// is present exactly when holdout rows are (rows the fit did not see).
+struct ProfileTermFit {
+  std::string term;  // StepTermName: gemm | decode_attention | cascade_prefix | ...
+  double mape = 0;   // on the rows the term was fitted on
+  std::optional<double> holdout_mape;
+  uint64_t rows = 0;  // fit rows that informed the term
+  uint64_t holdout_rows = 0;
+  friend bool operator==(const ProfileTermFit&, const ProfileTermFit&) = default;
+};
+struct ProfileFit {
+  double fit_mape = 0;  // of the whole step time (total_ns), on the fit rows
+  std::optional<double> holdout_mape;
+  uint64_t fit_rows = 0;
+  uint64_t holdout_rows = 0;
+  std::vector<ProfileTermFit> terms;  // the terms that had rows, in StepTerm order
+  friend bool operator==(const ProfileFit&, const ProfileFit&) = default;
+};
+
+// The terms `fit.terms` may name, in StepTerm order (kv_reuse is part of decode_attention for
+// calibration: a real engine cannot time it apart).
+[[nodiscard]] std::span<const std::string_view> ProfileFitTermNames();
+
 struct DeviceProfile {
   std::string name;    // short name, e.g. "rtx6000-ada"
   std::string device;  // marketing name of the device
   std::string notes;
-  std::vector<std::string> provenance;  // the sources of the `spec` figures, one per entry
+  std::vector<std::string> provenance;  // sources of the figures (datasheets, calibration fits)
 
   // --- Capacity (KvCacheBlocks) ---
   double memory_bytes = 0;              // device memory capacity
@@ -64,8 +108,15 @@ struct DeviceProfile {
   struct Origin {
     ParameterSource source = ParameterSource::kAssumed;
     std::string note;
+    friend bool operator==(const Origin&, const Origin&) = default;
   };
   std::array<Origin, kNumProfileParameters> origins{};  // in ProfileParameters() order
+
+  // --- Calibration metadata (absent in hand-written profiles) ---
+  std::optional<ProfileMeasuredOn> measured_on;
+  std::optional<ProfileFit> fit;
+
+  friend bool operator==(const DeviceProfile&, const DeviceProfile&) = default;
 };
 
 // One parameter of the profile: its YAML key, its field, and the range the loader enforces.
@@ -87,5 +138,13 @@ struct ProfileParameterInfo {
                                                const std::string& display_name);
 // Reads and parses the file at `path`; an unreadable file is an InputError too.
 [[nodiscard]] DeviceProfile LoadDeviceProfile(const std::string& path);
+
+// The profile as YAML in the schema the loader reads (results/profiles/README.md): name, device,
+// notes (when not empty), provenance, measured_on and fit (when present), then every parameter
+// with value, source and note. Strings are double-quoted with escapes; numbers are written in the
+// shortest form that reads back to the same double, so parsing the text gives `profile` back.
+// Writes what it is given: a profile the loader would reject (an empty note, a value out of
+// range) is written as is, and loading the text then reports it.
+[[nodiscard]] std::string DeviceProfileToYaml(const DeviceProfile& profile);
 
 }  // namespace feather

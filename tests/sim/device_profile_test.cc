@@ -5,6 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
 #include <string>
 #include <vector>
 
@@ -209,6 +213,210 @@ TEST(DeviceProfile, MissingFileAndFixtureFileNameTheFile) {
   ASSERT_FALSE(problems.empty());
   EXPECT_EQ(problems[0].file, fixture);
   EXPECT_NE(problems[0].ToString().find(fixture + ":"), std::string::npos);
+}
+
+// --- Writer (DeviceProfileToYaml) and the calibration sections --------------------------------
+//
+// To refresh the golden file after an intended format change:
+//   FEATHER_UPDATE_GOLDEN=1 build/release/tests/device_profile_test --gtest_filter='*Golden*'
+
+const std::string kWrittenGolden = kSource + "/tests/sim/data/golden/written_profile.yaml";
+
+std::string ReadWhole(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// A small profile with every kind of field: awkward strings, numbers that need all 17 digits,
+// integers, tiny and huge values, both calibration sections (one term without holdout rows).
+DeviceProfile SmallWrittenProfile() {
+  DeviceProfile p;
+  p.name = "cpu-test";
+  p.device = "Test CPU \"quoted\", back\\slash: colon # hash";
+  p.notes = "line one\nline two\ttabbed; unicode: µs ≈ 1e-6 s; bell \x07";
+  p.provenance = {"STREAM triad probe", "yes"};
+  const auto params = ProfileParameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    p.*params[i].field = params[i].integer ? static_cast<double>(i + 1) : 0.1 * static_cast<double>(i + 1);
+    p.origins[i] = {i % 3 == 0 ? ParameterSource::kMeasured
+                    : i % 3 == 1 ? ParameterSource::kSpec
+                                 : ParameterSource::kAssumed,
+                    "note " + std::to_string(i)};
+  }
+  p.memory_bytes = 68719476736;  // 64 GiB
+  p.dram_bw_bytes_per_s = 23456789012.345678;
+  p.dense_flops_per_s = 1e15 / 3;
+  p.l2_bw_bytes_per_s = 1.5e9;
+  p.reuse_hit_max = 1.0 / 3;
+  p.cascade_layer_ns = 1e-300;
+  p.measured_on = ProfileMeasuredOn{"box-1",     "AMD EPYC 7B13 64-Core Processor",
+                                    "2025-05-01T12:00:00Z",
+                                    {"GNU 12.2.0", "Release", "0123456789ab"},
+                                    "avx2+fma, openmp 2 threads, gemm=blas", 2};
+  ProfileFit fit;
+  fit.fit_mape = 0.0123456789012345678;
+  fit.holdout_mape = 0.02;
+  fit.fit_rows = 400;
+  fit.holdout_rows = 100;
+  fit.terms = {{"gemm", 0.01, 0.011, 400, 100},
+               {"cascade_prefix", 0.05, std::nullopt, 3, 0},
+               {"overhead", 0.1, 0.2, 400, 100}};
+  p.fit = fit;
+  return p;
+}
+
+TEST(DeviceProfileWriter, MatchesGoldenTextAndReadsBack) {
+  const DeviceProfile profile = SmallWrittenProfile();
+  const std::string actual = DeviceProfileToYaml(profile);
+  if (std::getenv("FEATHER_UPDATE_GOLDEN") != nullptr) {
+    std::ofstream(kWrittenGolden, std::ios::binary) << actual;
+    GTEST_SKIP() << "golden file rewritten: " << kWrittenGolden;
+  }
+  const std::string expected = ReadWhole(kWrittenGolden);
+  ASSERT_FALSE(expected.empty()) << kWrittenGolden << " is missing";
+  EXPECT_EQ(expected, actual) << "(FEATHER_UPDATE_GOLDEN=1 rewrites it if the change is meant)";
+  EXPECT_EQ(ParseDeviceProfile(actual, "written.yaml"), profile);
+  EXPECT_EQ(LoadDeviceProfile(kWrittenGolden), profile);
+}
+
+TEST(DeviceProfileWriter, ShippedProfilesRoundTripExactly) {
+  for (const char* name : {"rtx6000-ada", "h100-sxm"}) {
+    SCOPED_TRACE(name);
+    const DeviceProfile shipped =
+        LoadDeviceProfile(kSource + "/results/profiles/" + std::string(name) + ".yaml");
+    EXPECT_FALSE(shipped.measured_on.has_value());
+    EXPECT_FALSE(shipped.fit.has_value());
+    const std::string text = DeviceProfileToYaml(shipped);
+    EXPECT_EQ(ParseDeviceProfile(text, "written.yaml"), shipped);
+    EXPECT_EQ(text.find("measured_on"), std::string::npos);
+    EXPECT_EQ(text.find("\nfit:"), std::string::npos);
+  }
+}
+
+TEST(DeviceProfileWriter, NumbersRoundTripBitForBit) {
+  DeviceProfile p = SmallWrittenProfile();
+  const double values[] = {0.1, 0.7, 1.0 / 3, 2.0 / 3, 0.30000000000000004,
+                           std::nextafter(1.0, 0.0), 5e-324, 1e-7, 0.999999999999};
+  for (const double v : values) {
+    p.gemm_bw_efficiency = v;
+    p.fit->fit_mape = v;
+    const DeviceProfile back = ParseDeviceProfile(DeviceProfileToYaml(p), "n.yaml");
+    EXPECT_EQ(back.gemm_bw_efficiency, v);
+    EXPECT_EQ(back.fit->fit_mape, v);
+  }
+}
+
+// The text of the golden profile with `from` replaced by `to` (which must occur once).
+std::string GoldenWith(const std::string& from, const std::string& to) {
+  std::string text = DeviceProfileToYaml(SmallWrittenProfile());
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  EXPECT_EQ(text.find(from, at + 1), std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+// `text` with `from` (which must occur once) replaced by `to`.
+std::string Replaced(std::string text, const std::string& from, const std::string& to) {
+  const size_t at = text.find(from);
+  EXPECT_NE(at, std::string::npos) << from;
+  EXPECT_EQ(text.find(from, at + 1), std::string::npos) << from;
+  if (at != std::string::npos) text.replace(at, from.size(), to);
+  return text;
+}
+
+uint32_t LineOfText(const std::string& text, const std::string& part) {
+  const size_t at = text.find(part);
+  return static_cast<uint32_t>(
+      std::count(text.begin(), text.begin() + static_cast<std::ptrdiff_t>(at), '\n') + 1);
+}
+
+TEST(DeviceProfileWriter, MeasuredOnErrorsNameLineAndKey) {
+  std::string text = GoldenWith("  date_utc: \"2025-05-01T12:00:00Z\"\n",
+                                "  date_utc: \"2025-13-01 12:00\"\n");
+  text = Replaced(text, "    git_rev: \"0123456789ab\"\n", "    git_sha: x\n");
+  text = Replaced(text, "  threads: 2\n", "  threads: 0\n  cores: 2\n");
+  const auto problems = ProblemsOf([&] { (void)ParseDeviceProfile(text, "m.yaml"); });
+  const std::string all = Render(problems);
+  EXPECT_TRUE(Has(problems, LineOfText(text, "date_utc"), "measured_on.date_utc",
+                  "YYYY-MM-DDTHH:MM:SSZ"))
+      << all;
+  EXPECT_TRUE(Has(problems, LineOfText(text, "git_sha"), "measured_on.build.git_sha",
+                  "unknown key"))
+      << all;
+  EXPECT_TRUE(Has(problems, LineOfText(text, "compiler"), "measured_on.build.git_rev", "missing"))
+      << all;
+  EXPECT_TRUE(Has(problems, LineOfText(text, "threads: 0"), "measured_on.threads", "out of range"))
+      << all;
+  EXPECT_TRUE(Has(problems, LineOfText(text, "cores"), "measured_on.cores", "unknown key")) << all;
+  EXPECT_EQ(problems.size(), 5u) << all;
+
+  const auto missing = ProblemsOf([] {
+    (void)ParseDeviceProfile(GoldenWith("  kernel_variant: \"avx2+fma, openmp 2 threads, "
+                                        "gemm=blas\"\n",
+                                        ""),
+                             "m.yaml");
+  });
+  EXPECT_EQ(missing.size(), 1u) << Render(missing);
+  EXPECT_TRUE(Has(missing, LineOfText(DeviceProfileToYaml(SmallWrittenProfile()), "host:"),
+                  "measured_on.kernel_variant", "missing"))
+      << Render(missing);
+  const std::string scalar_build = GoldenWith(
+      "  build:\n    compiler: \"GNU 12.2.0\"\n    build_type: \"Release\"\n    git_rev: "
+      "\"0123456789ab\"\n",
+      "  build: gcc\n");
+  const auto not_a_map = ProblemsOf([&] { (void)ParseDeviceProfile(scalar_build, "m.yaml"); });
+  EXPECT_EQ(not_a_map.size(), 1u) << Render(not_a_map);
+  EXPECT_TRUE(Has(not_a_map, LineOfText(scalar_build, "build: gcc"), "measured_on.build",
+                  "expected a map, got 'gcc'"))
+      << Render(not_a_map);
+}
+
+TEST(DeviceProfileWriter, FitErrorsNameLineAndKey) {
+  std::string text =
+      GoldenWith("      holdout_rows: 0\n", "      holdout_rows: 0\n      holdout_mape: 0.5\n");
+  text = Replaced(text, "  fit_mape: 0.0", "  fit_mape: -0.0");
+  text = Replaced(text, "    overhead:\n      rows: 400\n", "    overhead:\n      rows: 0\n");
+  text = Replaced(text, "    gemm:\n", "    kv_reuse:\n");
+  const auto problems = ProblemsOf([&] { (void)ParseDeviceProfile(text, "f.yaml"); });
+  const std::string all = Render(problems);
+  EXPECT_TRUE(Has(problems, LineOfText(text, "holdout_mape: 0.5"),
+                  "fit.terms.cascade_prefix.holdout_mape", "must be absent"))
+      << all;
+  EXPECT_TRUE(Has(problems, LineOfText(text, "fit_mape: -"), "fit.fit_mape", "out of range"))
+      << all;
+  EXPECT_TRUE(Has(problems, LineOfText(text, "rows: 0\n      holdout_rows: 100"),
+                  "fit.terms.overhead.rows", "out of range"))
+      << all;
+  EXPECT_TRUE(Has(problems, LineOfText(text, "kv_reuse"), "fit.terms.kv_reuse", "unknown key"))
+      << all;
+  EXPECT_EQ(problems.size(), 4u) << all;
+
+  // holdout_mape is required when there are holdout rows.
+  const std::string no_holdout_mape = GoldenWith("  holdout_mape: 0.02\n", "");
+  const auto missing = ProblemsOf([&] { (void)ParseDeviceProfile(no_holdout_mape, "f.yaml"); });
+  ASSERT_EQ(missing.size(), 1u) << Render(missing);
+  EXPECT_EQ(missing[0].key, "fit.holdout_mape");
+  EXPECT_NE(missing[0].message.find("missing"), std::string::npos);
+
+  // An empty term map (nothing fitted had rows) is valid; a list is not.
+  DeviceProfile empty_terms = SmallWrittenProfile();
+  empty_terms.fit->terms.clear();
+  EXPECT_EQ(ParseDeviceProfile(DeviceProfileToYaml(empty_terms), "f.yaml"), empty_terms);
+  const std::string listed =
+      Replaced(DeviceProfileToYaml(empty_terms), "  terms: {}", "  terms: [gemm]");
+  const auto list_problems = ProblemsOf([&] { (void)ParseDeviceProfile(listed, "f.yaml"); });
+  ASSERT_EQ(list_problems.size(), 1u) << Render(list_problems);
+  EXPECT_EQ(list_problems[0].key, "fit.terms");
+  EXPECT_EQ(list_problems[0].line, LineOfText(listed, "terms: [gemm]"));
+}
+
+TEST(DeviceProfileWriter, FitTermNamesAreTheFittedStepTerms) {
+  const auto names = ProfileFitTermNames();
+  ASSERT_EQ(names.size(), 5u);
+  EXPECT_EQ(names[0], "gemm");
+  EXPECT_EQ(names[1], "decode_attention");
+  EXPECT_EQ(names[4], "overhead");
 }
 
 // --- Model descriptions ----------------------------------------------------------------------

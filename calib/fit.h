@@ -1,0 +1,114 @@
+// fit.h: fits a DeviceProfile to the steps a real engine measured, term by term.
+//
+// Input: a base profile (capacity and peaks filled from probes, e.g. dram_bw_bytes_per_s from
+// STREAM and dense_flops_per_s from a GEMM probe, marked `measured`), the ModelConfig the engine
+// ran, and its rows (MeasuredStep: the StepShape and the measured wall-clock ns per term). Output:
+// the profile whose StepPricer reproduces the rows, every fitted field marked `measured` with a
+// note naming its rows and error, a report per term, and the step-time error on held-out rows.
+//
+// Each term is fitted on its own measured time (a real engine times the terms apart), minimizing
+// the relative error Σ ((predicted − measured) / measured)², so short steps count as much as long
+// ones (MAPE is the metric reported):
+//   kGemm             gemm_bw_efficiency, gemm_flops_efficiency: the max() roofline, by
+//                     Levenberg–Marquardt in log space from the best point of a grid.
+//   kDecodeAttention  (+ kKvReuse, which a CPU cannot time apart) attn_bw_efficiency,
+//                     reuse_hit_max, reuse_window_ctas (LM from a grid over the window with the
+//                     linear part solved); l2_bw_bytes_per_s only when reuse_hit_max saturates
+//                     at 1: the two enter the model only as reuse_hit_max · (1 − DRAM ns / L2 ns)
+//                     per token, so rows cannot tell them apart (l2 stays at its base value,
+//                     e.g. from an LLC bandwidth probe, otherwise).
+//   kPrefillAttention attn_flops_efficiency (attn_bw_efficiency from the decode fit): LM, 1-D.
+//   kCascadePrefix    cascade_layer_ns, cascade_merge_ns_per_request_layer: linear once the
+//                     attention rates are known, non-negative least squares.
+//   kOverhead         step_fixed_ns, per_request_ns: non-negative least squares. layer_fixed_ns
+//                     is set to 0: with one model, layers · layer_fixed_ns is a constant that
+//                     step_fixed_ns absorbs.
+// A parameter is fitted only when rows inform it (a roofline side needs ≥ 2 rows on it; the
+// reuse parameters need rows where requests share KV; the window needs batches larger than it);
+// otherwise it keeps its base value and source, or is raised to the bound the rows imply (then
+// `measured`, the note says "lower bound"). A fitted value outside ProfileParameters()'s range
+// (an efficiency above 1 on a CPU whose weights sit in the LLC) is clamped to the bound, the
+// others refitted, and the report gives both the unclamped value and the MAPE it would have had.
+//
+// Rows i with i % holdout_every == holdout_every − 1 are held out: fitted on none, reported on.
+// Cost: a few thousand evaluations of the cost model per row; ~10 ms for 500 rows.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/device_profile.h"
+#include "sim/engine.h"
+#include "sim/model_config.h"
+#include "sim/model_engine.h"
+
+namespace feather::calib {
+
+struct FitOptions {
+  // Every k-th row (indices k−1, 2k−1, …) is held out; 0 holds out nothing; 1 is invalid.
+  uint32_t holdout_every = 5;
+  // ProfileParameters() names kept at their base values. The capacity and peak parameters
+  // (memory_bytes, activation_reserve_bytes, dram_bw_bytes_per_s, dense_flops_per_s, sm_count)
+  // are never fitted: they come from probes or datasheets.
+  std::vector<std::string> hold;
+  // How the notes name the rows, e.g. "results/calib/cpu-rows.h5"; empty: "the calibration rows".
+  std::string rows_label;
+};
+
+// Whether row `index` is held out under `holdout_every` (see FitOptions).
+[[nodiscard]] bool IsHoldoutRow(size_t index, uint32_t holdout_every);
+
+struct ParameterFit {
+  std::string_view name;  // ProfileParameters() name
+  double base_value = 0;
+  double value = 0;  // what the profile holds now
+  bool fitted = false;  // false: kept at the base value (held, or not informed by the rows)
+  bool lower_bound = false;  // value is the least the rows allow, not a point estimate
+  bool clamped = false;      // the unconstrained optimum was out of range; value is the bound
+  double unclamped_value = 0;  // the unconstrained optimum (== value unless clamped)
+  std::string why;  // for a parameter not fitted, clamped or bounded: the reason
+};
+
+struct TermFit {
+  StepTerm term = StepTerm::kGemm;  // kDecodeAttention stands for kDecodeAttention + kKvReuse
+  bool fitted = false;              // false: no informative rows, every parameter kept
+  std::vector<ParameterFit> parameters;
+  size_t fit_rows = 0;  // informative rows the fit used
+  size_t holdout_rows = 0;
+  std::optional<double> fit_mape;  // fractions; nullopt without rows
+  std::optional<double> holdout_mape;
+  // With a clamp: the fit MAPE the unclamped optimum had (the price of staying in range).
+  std::optional<double> unclamped_fit_mape;
+  std::string summary;  // one line: what was fitted, what was not and why
+};
+
+struct CalibrationFit {
+  // base + fitted fields; profile.fit filled, measured_on kept, one provenance entry appended
+  // ("calibration fit (calib/fit.h) on <rows_label>: N steps, step-time MAPE …").
+  DeviceProfile profile;
+  std::vector<TermFit> terms;  // gemm, decode_attention, cascade_prefix, prefill_attention,
+                               // overhead (StepTerm order; fitted gemm, decode, prefill,
+                               // cascade, overhead)
+  size_t fit_rows = 0;  // rows with a positive measured total_ns, not held out
+  size_t holdout_rows = 0;
+  double fit_mape = 0;  // |Price(shape).total_ns − measured.total_ns| / measured.total_ns, mean
+  std::optional<double> holdout_mape;
+};
+
+// Fits `base` to `rows` (see the file comment). Throws std::invalid_argument for bad options
+// (holdout_every == 1, an unknown or never-fitted name in `hold`), no rows with a positive
+// measured total, a row with a negative or non-finite field, or a base profile whose peaks are
+// not positive.
+[[nodiscard]] CalibrationFit FitProfile(const DeviceProfile& base, const ModelConfig& model,
+                                        std::span<const MeasuredStep> rows,
+                                        const FitOptions& options = {});
+
+// A plain-text table of the fit (one line per term and parameter) for the CLI and logs.
+[[nodiscard]] std::string FormatFitReport(const CalibrationFit& fit);
+
+}  // namespace feather::calib
