@@ -1,0 +1,15 @@
+// engines.h: registers the real engines this build has with the scenario engine registry
+// (sim/scenario_run.h), so a scenario's `engine: cpu` runs on hw::CpuEngine.
+//
+// sim/ must not link hw/; the program registers factories at startup instead. Call
+// RegisterBuiltinEngines() before preparing a run; it is idempotent and thread-safe (O(1) after
+// the first call).
+#pragma once
+
+namespace feather {
+
+// "cpu": hw::CpuEngine over the prepared run's model, with serving.kv_cache_blocks blocks of
+// serving.block_tokens tokens and serving.cascade_attention.
+void RegisterBuiltinEngines();
+
+}  // namespace feather

@@ -1,0 +1,81 @@
+// cpu_engine.h: the real CPU engine, an Engine that executes every step of a BatchPlan on this
+// machine and reports the wall-clock time of each cost-model term.
+//
+// The engine holds a decoder-only transformer with the scenario's ModelConfig dimensions (random
+// fp32 weights, seeded; meant for models scaled down so a step takes milliseconds) and a real
+// paged KV cache in memory, one K and one V pool per layer (hw/paged_kv.h), with exactly the
+// physical blocks the serving loop's KvCache hands out: requests that share a cached prefix read
+// the same memory. A step embeds each new token, runs per layer RMSNorm → QKV GEMM → RoPE →
+// KV append → attention (decode, batch-wide cascade when vLLM's rule says so, prefill) → O GEMM
+// → residual → RMSNorm → gate/up GEMM → SiLU·up → down GEMM → residual, then the LM head for the
+// sampled rows (decode requests and prefill chunks). The cascade decision is ShapeStep's (with
+// sm_count = threads), so the model engine priced with a CPU profile decides the same way.
+//
+// Timing: term_ns[kGemm] = linear layers with their elementwise work and the LM head;
+// kDecodeAttention = decode attention (plain, or cascade's per-request suffix pass) with the
+// decode requests' KV appends; kCascadePrefix = the shared-prefix pass and the merge;
+// kPrefillAttention = prefill attention with the chunks' KV appends; kKvReuse = 0 (reuse cannot be
+// told apart from DRAM reads on a CPU; it is inside kDecodeAttention); kOverhead = the rest of
+// the step's wall time (embedding, norms outside the GEMM phases, bookkeeping). total_ns is the
+// wall time of Execute. Execute does not allocate once buffers have grown to the largest step.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string_view>
+
+#include "hw/gemm.h"
+#include "hw/paged_kv.h"
+#include "sim/engine.h"
+#include "sim/model_config.h"
+#include "sim/model_engine.h"
+
+namespace feather::hw {
+
+struct CpuEngineOptions {
+  int num_threads = 0;            // 0 = the CPUs this process may run on
+  bool cascade_attention = true;  // scenario serving.cascade_attention
+  GemmBackend gemm_backend = DefaultGemmBackend();
+  uint64_t weight_seed = 1;
+};
+
+class CpuEngine final : public Engine {
+ public:
+  // Allocates weights and kv_cache_blocks blocks of block_tokens tokens per layer. The KV dtype
+  // follows model.dtype_bytes (4: fp32, 2: bf16). Throws std::invalid_argument naming the sizes
+  // when weights + KV would exceed half of this machine's physical memory.
+  CpuEngine(const ModelConfig& model, uint64_t kv_cache_blocks, uint32_t block_tokens,
+            CpuEngineOptions options = {});
+  ~CpuEngine() override;
+  CpuEngine(const CpuEngine&) = delete;
+  CpuEngine& operator=(const CpuEngine&) = delete;
+
+  [[nodiscard]] std::string_view Name() const override { return "cpu"; }
+  [[nodiscard]] StepTiming Execute(const BatchPlan& plan) override;
+
+  // The shape (ShapeStep) of the last executed step: what calibration records beside its timing.
+  [[nodiscard]] const StepShape& last_shape() const;
+  [[nodiscard]] int num_threads() const;
+  [[nodiscard]] size_t weight_bytes() const;
+  [[nodiscard]] size_t kv_bytes() const;
+
+  // For tests and verification: the last step's LM-head output, one sampled row per request of
+  // its plan, in plan order (a decode request's token; a prefill chunk's last token). Logits are
+  // [requests][vocab]; the argmax is per row. Valid until the next Execute.
+  [[nodiscard]] std::span<const float> last_logits() const;
+  [[nodiscard]] std::span<const uint32_t> last_argmax() const;
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
+// Bytes a CpuEngine for this model and pool would allocate for weights and KV (for up-front
+// checks and messages).
+[[nodiscard]] size_t CpuEngineWeightBytes(const ModelConfig& model);
+[[nodiscard]] size_t CpuEngineKvBytes(const ModelConfig& model, uint64_t kv_cache_blocks,
+                                      uint32_t block_tokens);
+
+}  // namespace feather::hw
