@@ -9,6 +9,8 @@
 #include <ostream>
 #include <sstream>
 
+#include "cli/engines.h"
+#include "cli/interrupt.h"
 #include "hw/host_info.h"
 #include "policies/stop_policy_io.h"
 #include "sim/embedded_files.h"
@@ -75,19 +77,23 @@ void PrintSummary(std::ostream& out, const RunSummary& s, const std::string& dir
       << "outputs             " << dir << "/summary.json, " << dir << "/results.h5\n";
 }
 
-}  // namespace
-
-int RunScenarioCommand(const RunCommandOptions& options, std::ostream& out) {
+int RunScenario(const RunCommandOptions& options, std::ostream& out) {
   const Scenario scenario = LoadScenarioOrDefault(options.scenario_path, options.overrides);
   const PreparedRun prepared = PrepareRun(scenario);
+  ThrowIfInterrupted();
   const Workload workload = GenerateWorkload(scenario.workload, scenario.seed);
+  ThrowIfInterrupted();
   const std::unique_ptr<StopPolicy> policy = MakeScenarioPolicy(scenario);
   SimResult result;
   {
     ProgressLine progress;
-    result = ExecuteRun(prepared, workload, *policy,
-                        [&](const SimProgress& p) { progress.Update(p); });
+    // The serving loop calls this every few thousand steps: the safe point to stop at.
+    result = ExecuteRun(prepared, workload, *policy, [&](const SimProgress& p) {
+      progress.Update(p);
+      ThrowIfInterrupted();
+    });
   }
+  ThrowIfInterrupted();
   const std::string dir = options.out_dir.empty() ? "out/" + scenario.name : options.out_dir;
   RunOutputMeta meta;
   meta.scenario = ScenarioToJson(scenario);
@@ -96,7 +102,18 @@ int RunScenarioCommand(const RunCommandOptions& options, std::ostream& out) {
   meta.engine = scenario.engine;
   meta.selector = scenario.selector;
   meta.stop_policy = scenario.stop;
-  WriteRunOutputs(dir, result.records, result.summary, meta);
+  {
+    const TempPathGuard temp(PartialOutputDir(dir));
+    WriteRunOutputs(dir, result.records, result.summary, meta, ThrowIfInterrupted);
+  }
+  if (const int signal = PendingInterrupt(); signal != 0) {
+    // Too late to abandon: the outputs are complete and in place. Still exit with the signal's
+    // status, so that a script driving feather stops too.
+    std::fflush(stdout);
+    std::fprintf(stderr, "feather: run interrupted by %s after %s was written (it is complete)\n",
+                 SignalName(signal).c_str(), dir.c_str());
+    return Interrupted(signal).exit_code();
+  }
   if (options.json) {
     out << SummaryJsonText(result.summary, meta);  // the bytes of summary.json
   } else {
@@ -105,25 +122,56 @@ int RunScenarioCommand(const RunCommandOptions& options, std::ostream& out) {
   return 0;
 }
 
-int PretrainCommand(const PretrainCommandOptions& options, std::ostream& out) {
-  Scenario scenario = LoadScenarioOrDefault(options.scenario_path, options.overrides);
-  const PreparedRun prepared = PrepareRun(scenario);
-  std::unique_ptr<StopPolicy> policy = MakeScenarioPolicy(scenario);
-  policy->set_learning(true);
-  uint64_t steps_done = 0;
-  for (uint64_t epoch = 0; steps_done < options.steps; ++epoch) {
-    const Workload workload = GenerateWorkload(scenario.workload, scenario.seed + epoch);
-    const SimResult result = ExecuteRun(prepared, workload, *policy, {}, options.steps - steps_done);
-    if (result.summary.steps == 0) break;  // an empty workload would never progress
-    steps_done += result.summary.steps;
-    out << "epoch " << epoch << ": " << result.summary.steps << " steps, throughput "
-        << std::fixed << std::setprecision(1) << result.summary.throughput_tok_s
-        << " tok/s, mean batch " << result.summary.mean_batch_size << '\n';
+// Runs `command` with SIGINT/SIGTERM polled (cli/interrupt.h). An interrupt removes the
+// registered temp paths, prints one line, "feather: <what> interrupted by SIGINT; <outcome>",
+// and returns 128 + signal.
+template <typename Command>
+int WithInterrupts(const char* what, const char* outcome, Command&& command) {
+  const InterruptScope scope;
+  try {
+    return command();
+  } catch (const Interrupted& interrupted) {
+    RemoveRegisteredTempPaths();
+    std::fflush(stdout);
+    std::fprintf(stderr, "feather: %s %s; %s\n", what, interrupted.what(), outcome);
+    return interrupted.exit_code();
   }
-  SaveStopPolicy(*policy, options.out_file);
-  out << "saved " << scenario.stop << " policy after " << steps_done << " steps to "
-      << options.out_file << '\n';
-  return 0;
+}
+
+}  // namespace
+
+int RunScenarioCommand(const RunCommandOptions& options, std::ostream& out) {
+  RegisterBuiltinEngines();
+  return WithInterrupts("run", "no outputs written (an existing output directory is untouched)",
+                        [&] { return RunScenario(options, out); });
+}
+
+int PretrainCommand(const PretrainCommandOptions& options, std::ostream& out) {
+  RegisterBuiltinEngines();
+  return WithInterrupts("pretrain", "no policy saved", [&] {
+    Scenario scenario = LoadScenarioOrDefault(options.scenario_path, options.overrides);
+    const PreparedRun prepared = PrepareRun(scenario);
+    std::unique_ptr<StopPolicy> policy = MakeScenarioPolicy(scenario);
+    policy->set_learning(true);
+    uint64_t steps_done = 0;
+    for (uint64_t epoch = 0; steps_done < options.steps; ++epoch) {
+      ThrowIfInterrupted();
+      const Workload workload = GenerateWorkload(scenario.workload, scenario.seed + epoch);
+      const SimResult result = ExecuteRun(
+          prepared, workload, *policy, [](const SimProgress&) { ThrowIfInterrupted(); },
+          options.steps - steps_done);
+      if (result.summary.steps == 0) break;  // an empty workload would never progress
+      steps_done += result.summary.steps;
+      out << "epoch " << epoch << ": " << result.summary.steps << " steps, throughput "
+          << std::fixed << std::setprecision(1) << result.summary.throughput_tok_s
+          << " tok/s, mean batch " << result.summary.mean_batch_size << '\n';
+    }
+    ThrowIfInterrupted();  // an interrupted training saves nothing
+    SaveStopPolicy(*policy, options.out_file);
+    out << "saved " << scenario.stop << " policy after " << steps_done << " steps to "
+        << options.out_file << '\n';
+    return 0;
+  });
 }
 
 }  // namespace feather

@@ -7,6 +7,12 @@
 //   feather pretrain SCENARIO.yaml --steps N --out FILE [--set key=value]...
 //     Trains the scenario's stop policy for N engine steps (the workload is regenerated with the
 //     next seed whenever it runs out) and saves it to FILE, for `scheduler.policy.load`.
+//
+// SIGINT / SIGTERM (cli/interrupt.h) stop either command at the next safe point (between stages,
+// every few thousand serving-loop steps): no partial output is left, an existing output
+// directory or policy file is untouched, one line goes to stderr and the exit code is 130 / 143.
+// A signal that arrives once the outputs are being installed lets them finish (they are
+// complete) and still exits 130 / 143.
 #pragma once
 
 #include <cstdint>

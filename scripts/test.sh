@@ -1,17 +1,21 @@
 #!/usr/bin/env bash
 # test.sh: installs what is missing, builds the release preset and runs every test with ctest.
 # With --asan, or when CI=true, it also builds the asan preset (ASan+UBSan) and runs every test
-# there. Exits non-zero when anything fails; both test runs happen even if the first fails.
-# Usage: scripts/test.sh [--asan]
+# there. With --fuzz, or when CI=true, it also runs every libFuzzer target for a short smoke time
+# (scripts/fuzz.sh, clang; FUZZ_SECONDS each, default 15). Exits non-zero when anything fails;
+# every phase runs even if an earlier one fails.
+# Usage: scripts/test.sh [--asan] [--fuzz]
 set -euo pipefail
 
 asan=false
-[[ ${CI:-} == true ]] && asan=true
+fuzz=false
+[[ ${CI:-} == true ]] && asan=true && fuzz=true
 for arg in "$@"; do
   case $arg in
     --asan) asan=true ;;
+    --fuzz) fuzz=true ;;
     -h | --help)
-      echo "usage: scripts/test.sh [--asan]   (CI=true implies --asan)"
+      echo "usage: scripts/test.sh [--asan] [--fuzz]   (CI=true implies both)"
       exit 0
       ;;
     *)
@@ -50,6 +54,16 @@ if [[ $asan == true ]]; then
   export ASAN_OPTIONS=${ASAN_OPTIONS:-detect_leaks=1:detect_stack_use_after_return=1:check_initialization_order=1:strict_init_order=1}
   export UBSAN_OPTIONS=${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}
   run_tests asan
+fi
+
+if [[ $fuzz == true ]]; then
+  echo "test.sh: fuzz smoke run (${FUZZ_SECONDS:-15} s per target)"
+  if bash scripts/fuzz.sh "${FUZZ_SECONDS:-15}"; then
+    echo "test.sh: fuzz smoke run clean"
+  else
+    echo "test.sh: fuzz smoke run FAILED" >&2
+    failed+=(fuzz)
+  fi
 fi
 
 elapsed=$((SECONDS - start))

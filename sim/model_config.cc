@@ -6,6 +6,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include <algorithm>
 #include <utility>
 #include <vector>
 
@@ -73,8 +74,15 @@ constexpr uint64_t kMaxVocab = uint64_t{1} << 24;
 
 ModelConfig ParseModelConfig(std::string_view yaml_text, const std::string& display_name) {
   const YAML::Node doc = ParseYaml(yaml_text, display_name);
+  if (doc.IsNull()) {  // an empty file, or only comments
+    throw InputError(
+        display_name, 1, "name",
+        "missing (required): the file is empty; a model description is a YAML map with "
+        "name, source, layers, hidden, heads, kv_heads, head_dim, intermediate, vocab, "
+        "tied_embeddings and dtype");
+  }
   if (!doc.IsMap()) {
-    throw InputError(display_name, LineOf(doc), "",
+    throw InputError(display_name, std::max<uint32_t>(LineOf(doc), 1), "",
                      "a model description is a YAML map of keys, got " + Describe(doc));
   }
   YamlProblems problems(display_name);

@@ -246,39 +246,81 @@ void WriteResultsH5(const std::string& path, const RunRecords& records, const Ru
   writer.Close();
 }
 
-void WriteRunOutputs(const std::string& dir, const RunRecords& records, const RunSummary& summary,
-                     const RunOutputMeta& meta) {
-  // "out/run/" names the directory "out/run": drop trailing separators before splitting.
+namespace {
+
+// DIR without trailing separators ("out/run/" names the directory "out/run"), its parent ("."
+// when none) and its last component.
+struct OutputPaths {
+  fs::path target;
+  fs::path parent;
+  std::string name;
+};
+
+OutputPaths SplitOutputDir(const std::string& dir) {
   std::string trimmed = dir;
   while (trimmed.size() > 1 && trimmed.back() == '/') trimmed.pop_back();
-  const fs::path target(trimmed);
-  const std::string name = target.filename().string();
+  OutputPaths paths;
+  paths.target = fs::path(trimmed);
+  paths.name = paths.target.filename().string();
+  paths.parent = paths.target.parent_path();
+  if (paths.parent.empty()) paths.parent = ".";
+  return paths;
+}
+
+}  // namespace
+
+std::string PartialOutputDir(const std::string& dir) {
+  const OutputPaths paths = SplitOutputDir(dir);
+  return (paths.parent / (paths.name + ".partial-" + std::to_string(::getpid()))).string();
+}
+
+void WriteRunOutputs(const std::string& dir, const RunRecords& records, const RunSummary& summary,
+                     const RunOutputMeta& meta, const std::function<void()>& checkpoint) {
+  const OutputPaths paths = SplitOutputDir(dir);
+  const std::string& name = paths.name;
   if (name.empty() || name == "." || name == ".." || name == "/") {
     FailWrite(dir, "not a usable directory name");
   }
-  fs::path parent = target.parent_path();
-  if (parent.empty()) parent = ".";
-
   std::error_code error;
-  fs::create_directories(parent, error);
-  if (error)
-    FailWrite(dir, "cannot create the parent '" + parent.string() + "': " + error.message());
+  fs::create_directories(paths.parent, error);
+  if (error) {
+    FailWrite(dir, "cannot create the parent '" + paths.parent.string() + "': " + error.message());
+  }
 
   const std::string pid = std::to_string(::getpid());
-  const fs::path temp = parent / (name + ".partial-" + pid);
+  const fs::path temp = PartialOutputDir(dir);
   fs::remove_all(temp, error);  // a leftover of a crashed run with the same pid
   fs::create_directory(temp, error);
   if (error) FailWrite(dir, "cannot create '" + temp.string() + "': " + error.message());
 
-  try {
-    WriteTextFile(temp / "summary.json", SummaryJsonText(summary, meta));
-    WriteResultsH5((temp / "results.h5").string(), records, meta);
-    Install(temp, target, pid);
-  } catch (const std::exception& e) {
+  // A failed write becomes "cannot write run outputs ..."; the checkpoint's exception goes
+  // through as it is. Either way the temp directory goes.
+  const auto remove_temp = [&] {
     std::error_code ignored;
     fs::remove_all(temp, ignored);
-    FailWrite(dir, e.what());
-  }
+  };
+  const auto stage = [&](auto&& write) {
+    try {
+      write();
+    } catch (const std::exception& e) {
+      remove_temp();
+      FailWrite(dir, e.what());
+    }
+  };
+  const auto check = [&] {
+    if (!checkpoint) return;
+    try {
+      checkpoint();
+    } catch (...) {
+      remove_temp();
+      throw;
+    }
+  };
+  stage([&] { WriteTextFile(temp / "summary.json", SummaryJsonText(summary, meta)); });
+  check();
+  stage([&] { WriteResultsH5((temp / "results.h5").string(), records, meta); });
+  check();
+  stage([&] { Install(temp, paths.target, pid); });
 }
 
 RunRecords ReadResultsH5(const std::string& path) {

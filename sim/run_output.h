@@ -28,6 +28,7 @@
 // and compressed (shuffle + deflate 1).
 #pragma once
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -57,8 +58,16 @@ struct RunOutputMeta {
 // DIR.old-<pid>, the new one renamed in, the old one deleted); an existing DIR that is not a
 // directory is an error, never deleted. Creates missing parent directories. On any failure the
 // temp directory is removed and a std::runtime_error names the path and the reason.
+//
+// `checkpoint`, when set, is called after each file is written and before the temp directory is
+// installed (the last moment the write can be abandoned): an exception it throws (the CLI's
+// Interrupted on SIGINT/SIGTERM) removes the temp directory and propagates unchanged, leaving
+// DIR as it was.
 void WriteRunOutputs(const std::string& dir, const RunRecords& records, const RunSummary& summary,
-                     const RunOutputMeta& meta);
+                     const RunOutputMeta& meta, const std::function<void()>& checkpoint = {});
+
+// The temp directory WriteRunOutputs(dir, ...) writes into in this process: DIR.partial-<pid>.
+[[nodiscard]] std::string PartialOutputDir(const std::string& dir);
 
 // Writes only results.h5 at `path`, replacing a file there. Not atomic: a failure throws and may
 // leave a partial file (WriteRunOutputs writes it inside its temp directory).

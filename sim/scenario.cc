@@ -19,6 +19,8 @@
 #include <utility>
 #include <vector>
 
+#include "cht/types.h"
+#include "policies/selector.h"
 #include "sim/embedded_files.h"
 #include "sim/input_error.h"
 #include "sim/yaml_map_reader.h"
@@ -28,8 +30,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-constexpr uint64_t kMaxRequests = 100'000'000;  // beyond this a run exhausts memory (issue 6)
-constexpr uint64_t kMaxPromptTokens = 1'000'000;
+// Hard ceilings of the representation (32-bit request ids and token counts); the memory limits
+// below them are WorkloadLimits, which a scenario's `limits:` section raises.
+constexpr int64_t kHardMaxRequests = int64_t{kNoRequest} - 1;
+constexpr int64_t kHardMaxPromptTokens = (int64_t{1} << 31) - 1;
+constexpr int64_t kHardMaxTotalTokens = int64_t{1} << 40;
+constexpr int64_t kMaxOutputTokens = 1'000'000;
 
 // Scenario names of the enums, for reading and for the echo.
 template <typename Enum>
@@ -74,15 +80,14 @@ bool IsShortName(const std::string& value) {
          !(value.size() > 5 && value.compare(value.size() - 5, 5, ".yaml") == 0);
 }
 
-void ReadLength(MapReader& parent, const std::string& key, LengthSpec& out) {
+void ReadLength(MapReader& parent, const std::string& key, LengthSpec& out, int64_t max_tokens) {
   const YAML::Node v = parent.Value(key);
   if (!v.IsDefined() || v.IsNull()) return;
-  constexpr int64_t kMax = static_cast<int64_t>(kMaxPromptTokens);
   if (v.IsScalar()) {  // shorthand: a fixed length
     const std::optional<int64_t> parsed = ParseInteger(v.Scalar());
-    if (!parsed || *parsed < 1 || *parsed > kMax) {
+    if (!parsed || *parsed < 1 || *parsed > max_tokens) {
       parent.problems().Add(v, parent.Join(key),
-                            "expected a token count in [1, " + std::to_string(kMax) +
+                            "expected a token count in [1, " + std::to_string(max_tokens) +
                                 "] or a map {kind: fixed|uniform|lognormal, ...}, got " +
                                 Describe(v));
       return;
@@ -98,10 +103,10 @@ void ReadLength(MapReader& parent, const std::string& key, LengthSpec& out) {
   }
   MapReader m(parent.problems(), v, parent.Join(key));
   m.EnumChoice("kind", out.kind, kLengthKinds);
-  m.Integer("value", out.value, 1, kMax);
-  m.Integer("min", out.min, 1, kMax);
-  m.Integer("max", out.max, 1, kMax);
-  m.Real("mean", out.mean, 0, static_cast<double>(kMax), true);
+  m.Integer("value", out.value, 1, max_tokens);
+  m.Integer("min", out.min, 1, max_tokens);
+  m.Integer("max", out.max, 1, max_tokens);
+  m.Real("mean", out.mean, 0, static_cast<double>(max_tokens), true);
   m.Real("sigma", out.sigma, 0, 10);
   if (out.kind != LengthKind::kFixed && out.min > out.max) {
     m.problems().Add(
@@ -110,12 +115,126 @@ void ReadLength(MapReader& parent, const std::string& key, LengthSpec& out) {
   }
 }
 
+void ReadLimits(MapReader& root, Scenario& s) {
+  const std::optional<YAML::Node> node = root.Child("limits");
+  if (!node) return;
+  MapReader m(root.problems(), *node, "limits");
+  WorkloadLimits& l = s.workload.limits;
+  m.Integer("max_requests", l.max_requests, 1, kHardMaxRequests);
+  m.Integer("max_prompt_tokens", l.max_prompt_tokens, 1, kHardMaxPromptTokens);
+  m.Integer("max_total_tokens", l.max_total_tokens, 1, kHardMaxTotalTokens);
+}
+
+// 1234567 -> "1,234,567" (the limits' messages quote big counts).
+std::string WithThousands(double value) {
+  const std::string digits = std::to_string(static_cast<uint64_t>(std::llround(value)));
+  std::string out;
+  for (size_t i = 0; i < digits.size(); ++i) {
+    if (i > 0 && (digits.size() - i) % 3 == 0) out += ',';
+    out += digits[i];
+  }
+  return out;
+}
+
+std::string HowToRaise(const char* limit) {
+  return std::string(" (limits.") + limit + "); raise it with `limits: {" + limit +
+         ": N}` in the scenario or --set limits." + limit + "=N";
+}
+
+// The value of the first of `keys` present in `map` (a problem's line), else `map` itself.
+// Read-only: never marks or inserts keys.
+YAML::Node NodeOfFirst(const YAML::Node& map, std::initializer_list<std::string_view> keys) {
+  if (map.IsMap()) {
+    for (const std::string_view key : keys) {
+      for (const auto& entry : map) {
+        if (entry.first.Scalar() == key) return entry.second;
+      }
+    }
+  }
+  return map;
+}
+
+// Consistency of the synthetic workload as a whole, and the memory limits (WorkloadLimits),
+// checked before anything is generated. `workload` is the scenario's workload map.
+void CheckSyntheticWorkload(YamlProblems& problems, const YAML::Node& workload, const Scenario& s) {
+  const WorkloadSpec& spec = s.workload;
+  const WorkloadLimits& limits = spec.limits;
+  const SharingSpec& sh = spec.sharing;
+  const YAML::Node sharing = NodeOfFirst(workload, {"sharing"});
+  const YAML::Node arrival = NodeOfFirst(workload, {"arrival"});
+  if (sh.kind == SharingKind::kRadix) {
+    // A request's Oracle group is its leaf index, a 32-bit id.
+    const double leaves = std::pow(static_cast<double>(sh.branching), sh.levels);
+    if (leaves >= static_cast<double>(kNoPrefixGroup)) {
+      problems.Add(NodeOfFirst(sharing, {"branching", "levels"}), "workload.sharing.branching",
+                   "branching^levels = " + std::to_string(sh.branching) + "^" +
+                       std::to_string(sh.levels) + " leaves; must be below 2^32");
+    }
+  }
+  if (spec.requests > limits.max_requests) {
+    problems.Add(
+        NodeOfFirst(workload, {"requests"}), "workload.requests",
+        WithThousands(static_cast<double>(spec.requests)) + " requests exceed the limit of " +
+            WithThousands(static_cast<double>(limits.max_requests)) + HowToRaise("max_requests"));
+    return;  // the estimates below would only repeat it
+  }
+  // Arrival times are 64-bit nanoseconds (~292 years): the last request arrives after about
+  // requests / rate seconds.
+  const auto too_slow = [&](double rate_per_s) {
+    return static_cast<double>(spec.requests) / rate_per_s > 1e9;
+  };
+  if (spec.arrival.kind == ArrivalKind::kPoisson && too_slow(spec.arrival.rate_per_s)) {
+    problems.Add(NodeOfFirst(arrival, {"rate"}), "workload.arrival.rate",
+                 "at this rate " + std::to_string(spec.requests) +
+                     " requests take over 10^9 s (31 years) to arrive; simulated time would "
+                     "overflow");
+  }
+  if (spec.arrival.kind == ArrivalKind::kPiecewise && !spec.arrival.phases.empty() &&
+      too_slow(spec.arrival.phases.back().rate_per_s)) {
+    problems.Add(NodeOfFirst(arrival, {"phases"}), "workload.arrival.phases",
+                 "the last phase's rate is too low for " + std::to_string(spec.requests) +
+                     " requests: over 10^9 s (31 years) of arrivals; simulated time would "
+                     "overflow");
+  }
+  const WorkloadSize size = EstimateWorkloadSize(spec);
+  if (size.max_prompt_tokens > limits.max_prompt_tokens) {
+    // Blame the length spec when it alone is over the limit, else the shared part.
+    const LengthSpec& l = spec.prompt_tokens;
+    const uint64_t unique_max = l.kind == LengthKind::kFixed ? l.value : l.max;
+    const bool shared_part =
+        unique_max <= limits.max_prompt_tokens &&
+        (sh.kind == SharingKind::kGroups || sh.kind == SharingKind::kTwoPrefixes ||
+         sh.kind == SharingKind::kRadix);
+    const std::string message = "prompts of up to " +
+                                WithThousands(static_cast<double>(size.max_prompt_tokens)) +
+                                " tokens exceed the limit of " +
+                                WithThousands(static_cast<double>(limits.max_prompt_tokens)) +
+                                " tokens per prompt" + HowToRaise("max_prompt_tokens");
+    if (shared_part) {
+      const char* key = sh.kind == SharingKind::kRadix ? "level_tokens" : "prefix_tokens";
+      problems.Add(NodeOfFirst(sharing, {key}), std::string("workload.sharing.") + key, message);
+    } else {
+      problems.Add(NodeOfFirst(workload, {"prompt_tokens"}), "workload.prompt_tokens", message);
+    }
+  } else if (size.expected_total_tokens > static_cast<double>(limits.max_total_tokens)) {
+    problems.Add(
+        NodeOfFirst(workload, {"requests"}), "workload.requests",
+        WithThousands(static_cast<double>(spec.requests)) + " requests of about " +
+            WithThousands(size.expected_total_tokens / static_cast<double>(spec.requests)) +
+            " prompt tokens hold about " + WithThousands(size.expected_total_tokens) + " tokens (" +
+            WithThousands(size.expected_total_tokens * 4e-6) +
+            " MB of token ids), over the limit of " +
+            WithThousands(static_cast<double>(limits.max_total_tokens)) + " tokens" +
+            HowToRaise("max_total_tokens"));
+  }
+}
+
 void ReadWorkload(MapReader& root, Scenario& s, const std::string& base_dir) {
   const std::optional<YAML::Node> node = root.Child("workload");
   if (!node) return;
   MapReader w(root.problems(), *node, "workload");
   WorkloadSpec& spec = s.workload;
-  w.Integer("requests", spec.requests, 1, static_cast<int64_t>(kMaxRequests));
+  w.Integer("requests", spec.requests, 1, kHardMaxRequests);
 
   if (const auto arrival = w.Child("arrival")) {
     MapReader a(w.problems(), *arrival, "workload.arrival");
@@ -153,23 +272,23 @@ void ReadWorkload(MapReader& root, Scenario& s, const std::string& base_dir) {
     SharingSpec& sh = spec.sharing;
     p.EnumChoice("kind", sh.kind, kSharingKinds);
     p.Integer("groups", sh.groups, 1, 1'000'000);
-    p.Integer("prefix_tokens", sh.prefix_tokens, 0, static_cast<int64_t>(kMaxPromptTokens));
+    p.Integer("prefix_tokens", sh.prefix_tokens, 0, kHardMaxPromptTokens);
     p.EnumChoice("group_sizes", sh.group_sizes, kGroupSizes);
     p.Real("zipf_exponent", sh.zipf_exponent, 0, 10);
     p.Integer("levels", sh.levels, 1, 8);
     p.Integer("branching", sh.branching, 1, 64);
-    p.Integer("level_tokens", sh.level_tokens, 1, static_cast<int64_t>(kMaxPromptTokens));
+    p.Integer("level_tokens", sh.level_tokens, 1, kHardMaxPromptTokens);
     p.Real("shared_fraction", sh.shared_fraction, 0, 1);
   }
-  ReadLength(w, "prompt_tokens", spec.prompt_tokens);
-  ReadLength(w, "output_tokens", spec.output_tokens);
+  ReadLength(w, "prompt_tokens", spec.prompt_tokens, kHardMaxPromptTokens);
+  ReadLength(w, "output_tokens", spec.output_tokens, kMaxOutputTokens);
 
   if (const auto trace = w.Child("trace")) {
     MapReader t(w.problems(), *trace, "workload.trace");
     spec.use_trace = true;
     t.String("path", spec.trace.path);
     t.Real("time_scale", spec.trace.time_scale, 0, 1e6, true);
-    t.Integer("limit", spec.trace.limit, 0, static_cast<int64_t>(kMaxRequests));
+    t.Integer("limit", spec.trace.limit, 0, kHardMaxRequests);
     t.Integer("block_tokens", spec.trace.block_tokens, 1, 1 << 20);
     if (spec.trace.path.empty()) {
       t.problems().Add(*trace, "workload.trace.path", "missing: the trace file to replay");
@@ -179,6 +298,13 @@ void ReadWorkload(MapReader& root, Scenario& s, const std::string& base_dir) {
         t.problems().Add(t.Value("path"), "workload.trace.path",
                          "no such file: " + spec.trace.path);
       }
+    }
+    if (spec.trace.limit > spec.limits.max_requests) {
+      t.Add(t.Value("limit"), "limit",
+            WithThousands(static_cast<double>(spec.trace.limit)) +
+                " requests exceed the limit of " +
+                WithThousands(static_cast<double>(spec.limits.max_requests)) +
+                HowToRaise("max_requests"));
     }
   }
 }
@@ -257,7 +383,14 @@ void ReadRoot(const YAML::Node& doc, YamlProblems& problems, Scenario& s,
   MapReader root(problems, doc, "");
   root.String("name", s.name);
   root.Integer("seed", s.seed, 0, std::numeric_limits<int64_t>::max());
+  ReadLimits(root, s);
+  const size_t problems_before = problems.size();
   ReadWorkload(root, s, base_dir);
+  // Only a workload that read cleanly is checked as a whole (a bad value was left at its default).
+  if (!s.workload.use_trace && problems.size() == problems_before) {
+    const YAML::Node workload = NodeOfFirst(doc, {"workload"});
+    CheckSyntheticWorkload(problems, workload.IsMap() ? workload : doc, s);
+  }
   ReadScheduler(root, s, base_dir);
   root.EnumChoice("scheduler_time", s.serving.scheduler_time, kSchedulerTimes);
   double fixed_us = static_cast<double>(s.serving.scheduler_fixed_ns) * 1e-3;
@@ -478,20 +611,23 @@ nlohmann::ordered_json ScenarioToJson(const Scenario& s) {
                {"cascade_attention", c.cascade_attention},
                {"gpu_memory_utilization", c.gpu_memory_utilization},
                {"kv_cache_blocks", c.kv_cache_blocks}};
-  return J{
-      {"name", s.name},
-      {"source", s.source},
-      {"seed", s.seed},
-      {"workload", workload},
-      {"scheduler", scheduler},
-      {"scheduler_time", NameOf(kSchedulerTimes, c.scheduler_time)},
-      {"scheduler_fixed_us", static_cast<double>(c.scheduler_fixed_ns) * 1e-3},
-      {"engine", s.engine},
-      {"model", s.model},
-      {"profile", s.profile},
-      {"serving", serving},
-      {"run",
-       {{"max_time_s", static_cast<double>(c.max_sim_ns) * 1e-9}, {"max_steps", c.max_steps}}}};
+  return J{{"name", s.name},
+           {"source", s.source},
+           {"seed", s.seed},
+           {"workload", workload},
+           {"scheduler", scheduler},
+           {"scheduler_time", NameOf(kSchedulerTimes, c.scheduler_time)},
+           {"scheduler_fixed_us", static_cast<double>(c.scheduler_fixed_ns) * 1e-3},
+           {"engine", s.engine},
+           {"model", s.model},
+           {"profile", s.profile},
+           {"serving", serving},
+           {"run",
+            {{"max_time_s", static_cast<double>(c.max_sim_ns) * 1e-9}, {"max_steps", c.max_steps}}},
+           {"limits",
+            {{"max_requests", w.limits.max_requests},
+             {"max_prompt_tokens", w.limits.max_prompt_tokens},
+             {"max_total_tokens", w.limits.max_total_tokens}}}};
 }
 
 }  // namespace feather

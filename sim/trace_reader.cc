@@ -1,7 +1,9 @@
 // trace_reader.cc: line-by-line Mooncake JSONL parsing and validation (see the header).
 #include "sim/trace_reader.h"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -11,8 +13,10 @@
 #include <optional>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "sim/input_error.h"
+#include "sim/yaml_map_reader.h"  // FirstInvalidUtf8
 
 namespace feather {
 namespace {
@@ -94,12 +98,42 @@ std::optional<int64_t> IntegerField(const Json& record, const char* key, int64_t
   return value;
 }
 
-// Strips nlohmann's "[json.exception.parse_error.101] " tag; the rest says where and why.
-std::string ParseErrorText(const Json::parse_error& error) {
-  std::string_view text = error.what();
+// Strips nlohmann's "[json.exception.parse_error.101] " tag and its "line 1, " (a record is one
+// line: the column is what locates the error); the rest says where and why.
+std::string ParseErrorText(const Json::exception& error) {
+  std::string text = error.what();
   const size_t tag_end = text.find("] ");
-  if (tag_end != std::string_view::npos) text.remove_prefix(tag_end + 2);
-  return std::string(text);
+  if (tag_end != std::string::npos) text.erase(0, tag_end + 2);
+  const size_t line_one = text.find("line 1, ");
+  if (line_one != std::string::npos) text.erase(line_one, 8);
+  return text;
+}
+
+// Parses one record, noting its top-level keys: the last one read (what a syntax error is
+// reported under) and the first one given twice (nlohmann would silently keep the last value).
+struct ParsedLine {
+  Json record;
+  std::string last_key;
+  std::string duplicate_key;
+};
+
+void ParseRecord(std::string_view text, ParsedLine& out) {
+  std::vector<std::string> keys;
+  out.last_key.clear();
+  out.duplicate_key.clear();
+  const Json::parser_callback_t note_keys = [&](int depth, Json::parse_event_t event,
+                                                Json& parsed) {
+    if (depth == 1 && event == Json::parse_event_t::key && parsed.is_string()) {
+      out.last_key = parsed.get<std::string>();
+      if (std::find(keys.begin(), keys.end(), out.last_key) != keys.end()) {
+        if (out.duplicate_key.empty()) out.duplicate_key = out.last_key;
+      } else {
+        keys.push_back(out.last_key);
+      }
+    }
+    return true;
+  };
+  out.record = Json::parse(text, note_keys);
 }
 
 }  // namespace
@@ -112,11 +146,17 @@ MooncakeTrace ParseMooncakeTrace(std::istream& in, const std::string& file_name,
   MooncakeTrace trace;
   ProblemList problems(file_name, options.max_problems);
   constexpr int64_t kMaxTokens = std::numeric_limits<uint32_t>::max();
-  constexpr int64_t kMaxTimestampMs = std::numeric_limits<int64_t>::max() / 1'000'000;
+  // Replay multiplies by 1e6 (ms -> ns) and time_scale: beyond this the arrival time would
+  // overflow simulated time (int64 ns), so say so here, at the record, not later without a line.
+  const int64_t max_timestamp_ms =
+      options.max_timestamp_ms > 0 ? options.max_timestamp_ms : kTraceMaxTimestampMs;
 
   std::string text;
+  ParsedLine parsed;
   uint32_t line = 0;
   uint64_t records_seen = 0;  // non-blank lines, good or bad: `limit` counts these
+  uint64_t input_total = 0;   // input_length so far (for max_total_tokens)
+  bool total_reported = false;
   std::optional<int64_t> previous_timestamp_ms;
   uint32_t previous_timestamp_line = 0;
   while ((options.limit == 0 || records_seen < options.limit) && std::getline(in, text)) {
@@ -124,20 +164,52 @@ MooncakeTrace ParseMooncakeTrace(std::istream& in, const std::string& file_name,
     if (IsBlank(text)) continue;
     ++records_seen;
 
-    Json record;
-    try {
-      record = Json::parse(text);
-    } catch (const Json::parse_error& error) {
-      problems.Add(line, "", "malformed JSON: " + ParseErrorText(error));
+    if (options.max_records > 0 && records_seen > options.max_records) {
+      problems.Add(line, "",
+                   "the trace has more than " + std::to_string(options.max_records) +
+                       " records, over the limit of " + std::to_string(options.max_records) +
+                       " requests (limits.max_requests); raise it with `limits: {max_requests: "
+                       "N}` in the scenario or --set limits.max_requests=N, or replay fewer "
+                       "with workload.trace.limit");
+      break;
+    }
+    // Bytes that are not UTF-8 are reported by position, under the field they are in, without
+    // echoing them (the parser's message would).
+    if (const std::optional<size_t> bad = FirstInvalidUtf8(text)) {
+      try {
+        ParseRecord(std::string_view(text).substr(0, *bad), parsed);
+      } catch (const Json::exception&) {
+        // expected: the prefix is cut short; parsed.last_key is the field the bytes are in
+      }
+      char byte[8];
+      std::snprintf(byte, sizeof(byte), "0x%02X", static_cast<unsigned char>(text[*bad]));
+      problems.Add(
+          line, parsed.last_key,
+          std::string("not valid UTF-8: byte ") + byte + " at column " + std::to_string(*bad + 1));
       continue;
     }
+    try {
+      ParseRecord(text, parsed);
+    } catch (const Json::exception& error) {  // parse_error, or out_of_range for 1e999
+      const std::string what = ParseErrorText(error);
+      problems.Add(line, parsed.last_key,
+                   parsed.last_key.empty() ? "malformed JSON: " + what
+                                           : "malformed JSON in or after this field: " + what);
+      continue;
+    }
+    const Json& record = parsed.record;
     if (!record.is_object()) {
       problems.Add(line, "", "a record must be a JSON object, got " + Describe(record));
       continue;
     }
+    if (!parsed.duplicate_key.empty()) {
+      problems.Add(line, parsed.duplicate_key,
+                   "given twice in one record (which value is meant is ambiguous)");
+      continue;
+    }
 
     const std::optional<int64_t> timestamp_ms =
-        IntegerField(record, "timestamp", 0, kMaxTimestampMs, line, problems);
+        IntegerField(record, "timestamp", 0, max_timestamp_ms, line, problems);
     const std::optional<int64_t> input_tokens =
         IntegerField(record, "input_length", 1, kMaxTokens, line, problems);
     const std::optional<int64_t> output_tokens =
@@ -153,6 +225,30 @@ MooncakeTrace ParseMooncakeTrace(std::istream& in, const std::string& file_name,
       }
       previous_timestamp_ms = timestamp_ms;
       previous_timestamp_line = line;
+    }
+
+    // An input_length over the limit is the one problem of its line: its hash_ids (counted
+    // for a length that will not be used) are not checked against it.
+    const bool input_over_limit = input_tokens && options.max_input_tokens > 0 &&
+                                  static_cast<uint64_t>(*input_tokens) > options.max_input_tokens;
+    if (input_over_limit) {
+      problems.Add(line, "input_length",
+                   std::to_string(*input_tokens) + " tokens exceed the limit of " +
+                       std::to_string(options.max_input_tokens) +
+                       " tokens per prompt (limits.max_prompt_tokens); raise it with `limits: "
+                       "{max_prompt_tokens: N}` in the scenario or --set "
+                       "limits.max_prompt_tokens=N");
+    } else if (input_tokens && options.max_total_tokens > 0) {
+      input_total += static_cast<uint64_t>(*input_tokens);
+      if (input_total > options.max_total_tokens && !total_reported) {
+        total_reported = true;
+        problems.Add(line, "input_length",
+                     "the prompts up to this record hold " + std::to_string(input_total) +
+                         " tokens, over the limit of " + std::to_string(options.max_total_tokens) +
+                         " (limits.max_total_tokens); raise it with `limits: {max_total_tokens: "
+                         "N}` in the scenario or --set limits.max_total_tokens=N, or replay "
+                         "fewer records with workload.trace.limit");
+      }
     }
 
     const size_t problems_before_ids = problems.total();
@@ -172,7 +268,7 @@ MooncakeTrace ParseMooncakeTrace(std::istream& in, const std::string& file_name,
         }
         trace.block_ids.push_back(id.get<uint64_t>());
       }
-      if (input_tokens && problems.total() == problems_before_ids) {
+      if (input_tokens && !input_over_limit && problems.total() == problems_before_ids) {
         const uint64_t expected =
             (static_cast<uint64_t>(*input_tokens) + options.block_tokens - 1) /
             options.block_tokens;
@@ -202,7 +298,11 @@ MooncakeTrace ParseMooncakeTrace(std::istream& in, const std::string& file_name,
   }
   if (in.bad()) problems.Add(line, "", "read error after this line");
   if (!problems.empty()) problems.Throw();
-  if (trace.records.empty()) throw InputError(file_name, 0, "", "trace has no records");
+  if (trace.records.empty()) {
+    throw InputError(file_name, 1, "timestamp",
+                     "missing: the trace has no records (expected one JSON object per line with "
+                     "timestamp, input_length, output_length and hash_ids)");
+  }
   return trace;
 }
 

@@ -191,6 +191,24 @@ void ValidateSynthetic(const WorkloadSpec& spec) {
   }
   ValidateLength(spec.prompt_tokens, "prompt_tokens");
   ValidateLength(spec.output_tokens, "output_tokens");
+
+  // The memory limits (scenario validation reports them first, with the file and line).
+  const WorkloadLimits& limits = spec.limits;
+  if (spec.requests > limits.max_requests) {
+    Invalid("requests (" + std::to_string(spec.requests) + ") exceed limits.max_requests (" +
+            std::to_string(limits.max_requests) + ")");
+  }
+  const WorkloadSize size = EstimateWorkloadSize(spec);
+  if (size.max_prompt_tokens > limits.max_prompt_tokens) {
+    Invalid("prompts of up to " + std::to_string(size.max_prompt_tokens) +
+            " tokens exceed limits.max_prompt_tokens (" + std::to_string(limits.max_prompt_tokens) +
+            ")");
+  }
+  if (size.expected_total_tokens > static_cast<double>(limits.max_total_tokens)) {
+    Invalid("about " + Num(size.expected_total_tokens) +
+            " prompt tokens exceed limits.max_total_tokens (" +
+            std::to_string(limits.max_total_tokens) + ")");
+  }
 }
 
 // Draws token counts from a LengthSpec (validated).
@@ -423,7 +441,7 @@ Workload GenerateSynthetic(const WorkloadSpec& spec, uint64_t seed) {
 // Trace replay. Block id h always becomes the same block_tokens tokens (from a seed derived from
 // h alone), so equal ids give equal tokens and the trace's chained-prefix sharing carries over
 // token for token; a record's last block is cut to its input_length.
-Workload GenerateFromTrace(const TraceSpec& spec) {
+Workload GenerateFromTrace(const TraceSpec& spec, const WorkloadLimits& limits) {
   if (spec.path.empty()) Invalid("trace.path must not be empty");
   if (!(spec.time_scale >= 0) || !std::isfinite(spec.time_scale)) {
     Invalid("trace.time_scale must be a finite number >= 0 (got " + Num(spec.time_scale) + ")");
@@ -432,6 +450,15 @@ Workload GenerateFromTrace(const TraceSpec& spec) {
   TraceReadOptions options;
   options.limit = spec.limit;
   options.block_tokens = spec.block_tokens;
+  options.max_records = limits.max_requests;
+  options.max_input_tokens = limits.max_prompt_tokens;
+  options.max_total_tokens = limits.max_total_tokens;
+  // arrival_ns = timestamp_ms * 1e6 * time_scale must stay below kMaxArrivalNs: the reader
+  // refuses a larger timestamp at its line.
+  if (spec.time_scale > 1.0) {
+    options.max_timestamp_ms =
+        std::max<int64_t>(1, static_cast<int64_t>(kMaxArrivalNs / (1e6 * spec.time_scale)) - 1);
+  }
   const MooncakeTrace trace = ReadMooncakeTrace(spec.path, options);
   const size_t n = trace.size();
   if (n >= kNoRequest) Invalid("trace has too many records");
@@ -449,7 +476,7 @@ Workload GenerateFromTrace(const TraceSpec& spec) {
   for (size_t i = 0; i < n; ++i) {
     const TraceRecord& r = trace.records[i];
     const double t_ns = static_cast<double>(r.timestamp_ms) * 1e6 * spec.time_scale;
-    if (!(t_ns < kMaxArrivalNs)) Invalid("trace arrival times overflow 64-bit nanoseconds");
+    if (!(t_ns <= kMaxArrivalNs)) Invalid("trace arrival times overflow 64-bit nanoseconds");
     w.arrival_ns[i] = std::llround(t_ns);
     w.output_tokens[i] = r.output_tokens;
 
@@ -474,8 +501,46 @@ Workload GenerateFromTrace(const TraceSpec& spec) {
 
 }  // namespace
 
+WorkloadSize EstimateWorkloadSize(const WorkloadSpec& spec) {
+  const LengthSpec& l = spec.prompt_tokens;
+  uint64_t length_max = l.value;
+  double length_mean = l.value;
+  switch (l.kind) {
+    case LengthKind::kFixed:
+      break;
+    case LengthKind::kUniform:
+      length_max = l.max;
+      length_mean = (static_cast<double>(l.min) + static_cast<double>(l.max)) / 2;
+      break;
+    case LengthKind::kLognormal:  // the clamped draw's mean is near the clamped mean
+      length_max = l.max;
+      length_mean = std::clamp(l.mean, static_cast<double>(l.min), static_cast<double>(l.max));
+      break;
+  }
+  const SharingSpec& s = spec.sharing;
+  uint64_t shared = 0;
+  switch (s.kind) {
+    case SharingKind::kGroups:
+    case SharingKind::kTwoPrefixes:
+      shared = s.prefix_tokens;
+      break;
+    case SharingKind::kRadix:
+      shared = uint64_t{s.levels} * s.level_tokens;
+      break;
+    case SharingKind::kFractional:  // the shared part is inside the length
+    case SharingKind::kNone:
+      break;
+  }
+  WorkloadSize size;
+  size.max_prompt_tokens = shared + length_max;
+  size.expected_total_tokens =
+      static_cast<double>(spec.requests) * (static_cast<double>(shared) + length_mean);
+  return size;
+}
+
 Workload GenerateWorkload(const WorkloadSpec& spec, uint64_t seed) {
-  return spec.use_trace ? GenerateFromTrace(spec.trace) : GenerateSynthetic(spec, seed);
+  return spec.use_trace ? GenerateFromTrace(spec.trace, spec.limits)
+                        : GenerateSynthetic(spec, seed);
 }
 
 }  // namespace feather

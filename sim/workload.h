@@ -75,6 +75,17 @@ struct TraceSpec {
   uint32_t block_tokens = 512;  // tokens per hash block (Mooncake: 512)
 };
 
+// Memory guards, checked before anything is generated (scenario validation for synthetic
+// workloads, the trace reader for traces). Every prompt token of a run lives in one arena of
+// 4-byte ids, and per-request state is a few hundred bytes, so these bound a run's memory. The
+// defaults fit a machine with 8+ GB; a scenario's `limits:` section (or --set limits.KEY=N)
+// raises them. See scenarios/README.md.
+struct WorkloadLimits {
+  uint64_t max_requests = 10'000'000;         // requests of a run
+  uint64_t max_prompt_tokens = 1'000'000;     // tokens of one prompt (shared part included)
+  uint64_t max_total_tokens = 1'000'000'000;  // prompt tokens of the whole run (4 GB of ids)
+};
+
 struct WorkloadSpec {
   uint64_t requests = 1000;
   ArrivalSpec arrival;
@@ -85,7 +96,17 @@ struct WorkloadSpec {
   LengthSpec output_tokens;
   bool use_trace = false;
   TraceSpec trace;  // when use_trace; then arrival, sharing and lengths come from the trace
+  WorkloadLimits limits;
 };
+
+// What generating `spec` would hold, estimated without generating it (synthetic workloads): the
+// longest possible prompt (shared part + the length spec's upper bound) and the expected total
+// of prompt tokens (shared part + the length spec's mean, times the requests). O(1).
+struct WorkloadSize {
+  uint64_t max_prompt_tokens = 0;
+  double expected_total_tokens = 0;
+};
+[[nodiscard]] WorkloadSize EstimateWorkloadSize(const WorkloadSpec& spec);
 
 // prompts.group, the Oracle selector's prefix group of each request:
 //   kGroups       the group drawn for it, in [0, groups)
@@ -115,6 +136,8 @@ struct Workload {
 // Trace (use_trace): every record of the trace, or its first trace.limit; spec.requests and the
 // seed are ignored (block id h always gives the same tokens, derived from h alone).
 // arrival_ns = timestamp_ms * 1e6 * time_scale, rounded.
+// Both refuse a workload over spec.limits before generating it (synthetic: std::invalid_argument;
+// trace: the reader's InputError naming the line).
 [[nodiscard]] Workload GenerateWorkload(const WorkloadSpec& spec, uint64_t seed);
 
 }  // namespace feather

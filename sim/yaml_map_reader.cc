@@ -1,8 +1,10 @@
 // yaml_map_reader.cc: the validating YAML map reader (see yaml_map_reader.h).
 #include "sim/yaml_map_reader.h"
 
+#include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <sstream>
 
@@ -35,12 +37,123 @@ std::optional<double> ParseReal(const std::string& text) {
   return value;
 }
 
+std::optional<size_t> FirstInvalidUtf8(std::string_view text) {
+  const auto* bytes = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  size_t i = 0;
+  while (i < n) {
+    const unsigned char b = bytes[i];
+    if (b < 0x80) {
+      ++i;
+      continue;
+    }
+    size_t length = 0;
+    uint32_t code = 0;
+    if (b >= 0xC2 && b <= 0xDF) {
+      length = 2;
+      code = b & 0x1Fu;
+    } else if (b >= 0xE0 && b <= 0xEF) {
+      length = 3;
+      code = b & 0x0Fu;
+    } else if (b >= 0xF0 && b <= 0xF4) {
+      length = 4;
+      code = b & 0x07u;
+    } else {
+      return i;  // a continuation byte without a lead, 0xC0/0xC1 (overlong) or 0xF5+
+    }
+    if (i + length > n) return i;
+    for (size_t k = 1; k < length; ++k) {
+      if ((bytes[i + k] & 0xC0u) != 0x80u) return i;
+      code = (code << 6) | (bytes[i + k] & 0x3Fu);
+    }
+    const bool overlong = (length == 3 && code < 0x800) || (length == 4 && code < 0x10000);
+    if (overlong || (code >= 0xD800 && code <= 0xDFFF) || code > 0x10FFFF) return i;
+    i += length;
+  }
+  return std::nullopt;
+}
+
+std::string KeyPathAtLine(std::string_view text, uint32_t line) {
+  struct Level {
+    size_t indent;
+    std::string key;
+  };
+  std::vector<Level> stack;
+  std::string own_key;
+  size_t own_indent = 0;
+  uint32_t number = 0;
+  size_t start = 0;
+  while (start <= text.size() && number < line) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view row = text.substr(start, end - start);
+    start = end + 1;
+    ++number;
+    size_t indent = row.find_first_not_of(' ');
+    if (indent == std::string_view::npos || row[indent] == '#' || row[indent] == '\r') {
+      if (number == line) own_indent = row.size();
+      continue;
+    }
+    // "- key: value" in a list: the key sits two columns in.
+    while (indent + 1 < row.size() && row[indent] == '-' && row[indent + 1] == ' ') {
+      indent = row.find_first_not_of(' ', indent + 1);
+      if (indent == std::string_view::npos) indent = row.size();
+    }
+    std::string_view rest = row.substr(std::min(indent, row.size()));
+    std::string key;
+    if (!rest.empty() && (rest[0] == '"' || rest[0] == '\'')) {
+      const size_t close = rest.find(rest[0], 1);
+      if (close != std::string_view::npos && close + 1 < rest.size() && rest[close + 1] == ':') {
+        key = std::string(rest.substr(1, close - 1));
+      }
+    } else {
+      const size_t colon = rest.find(':');
+      if (colon != std::string_view::npos && colon > 0 &&
+          (colon + 1 == rest.size() || rest[colon + 1] == ' ' || rest[colon + 1] == '\r') &&
+          rest.substr(0, colon).find_first_of("{[,#\"'") == std::string_view::npos) {
+        key = std::string(rest.substr(0, colon));
+        while (!key.empty() && key.back() == ' ') key.pop_back();
+      }
+    }
+    if (number == line) {
+      own_key = key;
+      own_indent = indent;
+      break;
+    }
+    if (key.empty()) continue;
+    while (!stack.empty() && stack.back().indent >= indent) stack.pop_back();
+    stack.push_back({indent, key});
+  }
+  std::string path;
+  for (const Level& level : stack) {
+    if (level.indent >= own_indent) break;
+    path += (path.empty() ? "" : ".") + level.key;
+  }
+  if (!own_key.empty()) path += (path.empty() ? "" : ".") + own_key;
+  return path;
+}
+
 YAML::Node ParseYaml(std::string_view text, const std::string& display_name) {
+  if (const std::optional<size_t> bad = FirstInvalidUtf8(text)) {
+    const std::string_view before = text.substr(0, *bad);
+    const auto line = static_cast<uint32_t>(1 + std::count(before.begin(), before.end(), '\n'));
+    const size_t line_start = before.rfind('\n');
+    const size_t column = *bad - (line_start == std::string_view::npos ? 0 : line_start + 1) + 1;
+    char byte[8];
+    std::snprintf(byte, sizeof(byte), "0x%02X", static_cast<unsigned char>(text[*bad]));
+    throw InputError(display_name, line, KeyPathAtLine(text, line),
+                     std::string("not valid UTF-8: byte ") + byte + " at column " +
+                         std::to_string(column) + " (save the file as UTF-8)");
+  }
   try {
     return YAML::Load(std::string(text));
   } catch (const YAML::Exception& e) {
-    throw InputError(display_name, static_cast<uint32_t>(e.mark.line + 1), "",
-                     "YAML syntax error: " + e.msg);
+    // yaml-cpp marks an error it cannot place with line -1; the end of the text is then where
+    // parsing stopped.
+    const auto line = e.mark.line >= 0
+                          ? static_cast<uint32_t>(e.mark.line + 1)
+                          : static_cast<uint32_t>(1 + std::count(text.begin(), text.end(), '\n'));
+    throw InputError(display_name, line, KeyPathAtLine(text, line), "YAML syntax error: " + e.msg);
   }
 }
 

@@ -31,8 +31,17 @@ namespace feather {
 [[nodiscard]] std::optional<int64_t> ParseInteger(const std::string& text);
 [[nodiscard]] std::optional<double> ParseReal(const std::string& text);  // finite only
 
-// Parses YAML text; a syntax error becomes an InputError naming the file and line.
+// Parses YAML text. Text that is not UTF-8 and a syntax error (a truncated file, say) become an
+// InputError naming the file, the line and the key path the line belongs to (found from the
+// indentation of the lines above it, since the text did not parse).
 [[nodiscard]] YAML::Node ParseYaml(std::string_view text, const std::string& display_name);
+// Offset of the first byte of `text` that does not belong to a well-formed UTF-8 sequence
+// (overlong forms, surrogates and code points above U+10FFFF included), or nullopt. O(size).
+[[nodiscard]] std::optional<size_t> FirstInvalidUtf8(std::string_view text);
+// The dotted key path of block-style YAML `text` at 1-based `line`: the keys of the enclosing
+// block maps and the line's own key ("workload.arrival" for "  arrival: {kind: ..." under
+// "workload:"), or "" when none. A best-effort reading of indentation for unparsable text.
+[[nodiscard]] std::string KeyPathAtLine(std::string_view text, uint32_t line);
 // The whole file; InputError "cannot open the <what>" (under `key`) when it cannot be read.
 [[nodiscard]] std::string ReadTextFile(const std::string& path, std::string_view what,
                                        std::string_view key = "");
@@ -45,6 +54,7 @@ class YamlProblems {
   void Add(const YAML::Node& node, const std::string& key, std::string message);
   [[nodiscard]] bool FromOverride(const std::string& key) const;
   [[nodiscard]] bool empty() const { return list_.empty(); }
+  [[nodiscard]] size_t size() const { return list_.size(); }
   [[nodiscard]] std::vector<InputProblem> Take() { return std::move(list_); }
 
  private:

@@ -158,7 +158,7 @@ TEST(TraceReaderTest, NegativeAndZeroValues) {
   EXPECT_EQ(
       OnlyProblem(
           R"({"timestamp": 18446744073709551615, "input_length": 5, "output_length": 2, "hash_ids": [0, 1]})"),
-      "t.jsonl:1: timestamp: must be <= 9223372036854, got 18446744073709551615");
+      "t.jsonl:1: timestamp: must be <= 9000000000000, got 18446744073709551615");
 }
 
 TEST(TraceReaderTest, TimestampMayRepeatButNotDecrease) {
@@ -182,7 +182,8 @@ TEST(TraceReaderTest, HashIdCountMustMatchLength) {
 
 TEST(TraceReaderTest, MalformedJson) {
   const std::string p = OnlyProblem(kGood + "\n{\"timestamp\": 0, \"input_length\": \n");
-  EXPECT_EQ(p.rfind("t.jsonl:2: malformed JSON: ", 0), 0u) << p;
+  // Named after the last field read: the record was cut inside its value.
+  EXPECT_EQ(p.rfind("t.jsonl:2: input_length: malformed JSON in or after this field", 0), 0u) << p;
   EXPECT_NE(p.find("parse error"), std::string::npos) << p;
 }
 
@@ -206,8 +207,11 @@ TEST(TraceReaderTest, ProblemsOnSeveralLinesAreAllReported) {
 }
 
 TEST(TraceReaderTest, EmptyFile) {
-  EXPECT_EQ(OnlyProblem(""), "t.jsonl: trace has no records");
-  EXPECT_EQ(OnlyProblem("\n \n"), "t.jsonl: trace has no records");
+  const std::string empty =
+      "t.jsonl:1: timestamp: missing: the trace has no records (expected one JSON object per line "
+      "with timestamp, input_length, output_length and hash_ids)";
+  EXPECT_EQ(OnlyProblem(""), empty);
+  EXPECT_EQ(OnlyProblem("\n \n"), empty);
 }
 
 TEST(TraceReaderTest, UnreadableFile) {
