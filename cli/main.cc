@@ -19,8 +19,14 @@
 #include <vector>
 
 #include "cli/bench_cht_ops.h"
+#include "cli/bench_experiments.h"
 #include "cli/bench_sched_overhead.h"
+#include "cli/calibrate_command.h"
+#include "cli/plot_command.h"
 #include "cli/run_command.h"
+#include "cli/sweep_command.h"
+#include "cli/trace_stats.h"
+#include "cli/validate_command.h"
 #include "hw/host_info.h"
 
 namespace feather {
@@ -306,8 +312,95 @@ int Main(int argc, char** argv) {
   pretrain->add_option("--set", pretrain_options.overrides, "Override a scenario key: key=value")
       ->allow_extra_args(false);
 
+  // feather sweep, feather plot, feather trace-stats (cli/sweep_command.h, plot_command.h,
+  // trace_stats.h)
+  SweepCommandOptions sweep_options;
+  sweep_options.command.assign(argv, argv + argc);
+  CLI::App* sweep = app.add_subcommand(
+      "sweep", "Run a sweep file's points in parallel (resumable, sharded); write its table");
+  sweep->add_option("sweep", sweep_options.sweep_file, "Sweep YAML (scenarios/sweeps/README.md)")
+      ->check(CLI::ExistingFile);
+  sweep->add_option("--out", sweep_options.out_dir, "Output folder (default: out/sweeps/<name>)");
+  sweep->add_option("--jobs,-j", sweep_options.jobs, "Points run at once (default: usable CPUs)")
+      ->check(CLI::Range(1u, 4096u));
+  sweep->add_option("--shard", sweep_options.shard,
+                    "Run every N-th point starting with the K-th: K/N (Slurm arrays, parallel)");
+  sweep->add_flag("--list", sweep_options.list, "Print this shard's points and run nothing");
+  sweep->add_option("--merge", sweep_options.merge_dirs,
+                    "Gather DIR's points (and SHARD_DIRs') into DIR/table.{csv,h5}")
+      ->expected(1, -1);
+
+  PlotCommandOptions plot_options;
+  CLI::App* plot = app.add_subcommand(
+      "plot", "Draw a sweep's figures (PNG + SVG) and index.md with scripts/plot_sweep.py");
+  plot->add_option("dirs", plot_options.dirs, "Sweep output folders")->required();
+  plot->add_option("--out", plot_options.out_dir, "Figure folder (default: DIR/figures)");
+  plot->add_option("--python", plot_options.python, "Python 3 with matplotlib");
+
+  TraceStatsCommandOptions trace_stats_options;
+  CLI::App* trace_stats = app.add_subcommand(
+      "trace-stats", "Requests, rate over time, lengths and prefix sharing of a trace");
+  trace_stats->add_option("trace", trace_stats_options.trace_path, "Mooncake JSONL trace")
+      ->required()
+      ->check(CLI::ExistingFile);
+  trace_stats->add_flag("--json", trace_stats_options.json, "Print as JSON");
+  trace_stats
+      ->add_option("--block-tokens", trace_stats_options.stats.block_tokens,
+                   "Tokens per hash block")
+      ->capture_default_str()
+      ->check(CLI::Range(1u, 1u << 20));
+  trace_stats->add_option("--limit", trace_stats_options.stats.limit, "First N records (0 = all)")
+      ->capture_default_str();
+  trace_stats
+      ->add_option("--bin-s", trace_stats_options.stats.bin_s,
+                   "Rate-over-time bin in seconds (default: about 20 bins)")
+      ->check(CLI::PositiveNumber);
+
   // feather info, feather version
   bool info_json = false;
+  BenchExperimentsOptions experiments_options;
+  CLI::App* experiments = bench->add_subcommand(
+      "experiments", "The paper's engine experiments 1-6 on the real CPU engine");
+  experiments->add_flag("--quick", experiments_options.quick, "Fewer points and repetitions");
+  experiments->add_option("--out", experiments_options.out_dir,
+                          "Output directory (default: out/experiments)");
+  experiments->add_option("--model", experiments_options.model,
+                          "Model the engine runs (built-in name or file; default cpu-small)");
+  experiments->add_option("--threads", experiments_options.threads,
+                          "Threads (default: every CPU this process may use)")
+      ->check(CLI::Range(1, 1024));
+
+  CalibrateCommandOptions calibrate_options;
+  CLI::App* calibrate = app.add_subcommand(
+      "calibrate", "Measure this machine's kernels and fit a cost-model profile");
+  calibrate->add_option("--target", calibrate_options.target, "cpu (cuda: issue 7)")
+      ->required();
+  calibrate->add_flag("--quick", calibrate_options.quick,
+                      "A smaller grid and shorter probes (about 3 minutes; for CI)");
+  calibrate->add_option("--out", calibrate_options.out_path,
+                        "Profile to write (default: out/calibrate/cpu[-quick].yaml)");
+  calibrate->add_option("--model", calibrate_options.model,
+                        "Model the engine runs (built-in name or file; default cpu-small)");
+  calibrate->add_option("--threads", calibrate_options.threads,
+                        "Threads (default: every CPU this process may use)")
+      ->check(CLI::Range(1, 1024));
+
+  ValidateCommandOptions validate_options;
+  CLI::App* validate = app.add_subcommand(
+      "validate", "Run a scenario on the real CPU engine and on the model; compare");
+  validate->add_option("scenario", validate_options.scenario_path, "Scenario YAML")
+      ->required()
+      ->check(CLI::ExistingFile);
+  validate->add_option("--profile", validate_options.profile_path,
+                       "Profile the model engine prices with (built-in name or file)")
+      ->required();
+  validate->add_option("--out", validate_options.out_dir,
+                       "Output directory (default: out/validate/<scenario name>)");
+  validate->add_option("--set", validate_options.overrides,
+                       "Override a scenario key: key=value (repeatable)")
+      ->allow_extra_args(false);
+  validate->add_flag("--json", validate_options.json, "Print validation.json instead of a table");
+
   CLI::App* info = app.add_subcommand("info", "Host and build provenance");
   info->add_flag("--json", info_json, "Print as JSON");
   CLI::App* version = app.add_subcommand("version", "Print the feather version and build");
@@ -321,8 +414,14 @@ int Main(int argc, char** argv) {
 
   if (cht_ops->parsed()) return RunBenchChtOps(cht_options, cht_json);
   if (sched->parsed()) return RunBenchSchedOverhead(sched_options, sched_json);
+  if (experiments->parsed()) return BenchExperimentsCommand(experiments_options, std::cout);
   if (run->parsed()) return RunScenarioCommand(run_options, std::cout);
+  if (sweep->parsed()) return SweepCommand(sweep_options, std::cout);
+  if (plot->parsed()) return PlotCommand(plot_options, std::cout);
+  if (trace_stats->parsed()) return TraceStatsCommand(trace_stats_options, std::cout);
   if (pretrain->parsed()) return PretrainCommand(pretrain_options, std::cout);
+  if (calibrate->parsed()) return CalibrateCommand(calibrate_options, std::cout);
+  if (validate->parsed()) return ValidateCommand(validate_options, std::cout);
   if (info->parsed()) return RunInfo(info_json);
   if (version->parsed()) return RunVersion();
   // app.help() shows the help of the deepest subcommand given ("feather bench" here).

@@ -97,14 +97,20 @@ std::unique_ptr<StopPolicy> MakeScenarioPolicy(const Scenario& scenario) {
 
 SimResult ExecuteRun(const PreparedRun& prepared, const Workload& workload, StopPolicy& policy,
                      const std::function<void(const SimProgress&)>& progress, uint64_t max_steps) {
+  std::unique_ptr<Engine> engine = MakeEngine(prepared);
+  return ExecuteRunOn(prepared, workload, policy, *engine, progress, max_steps);
+}
+
+SimResult ExecuteRunOn(const PreparedRun& prepared, const Workload& workload, StopPolicy& policy,
+                       Engine& engine, const std::function<void(const SimProgress&)>& progress,
+                       uint64_t max_steps) {
   const Scenario& s = prepared.scenario;
   SelectorOptions selector_options = s.selector_options;
   selector_options.expected_requests = static_cast<uint32_t>(workload.size());
   std::unique_ptr<CandidateSelector> selector = MakeSelector(s.selector, selector_options);
-  std::unique_ptr<Engine> engine = MakeEngine(prepared);
   ServingConfig serving = prepared.serving;
   if (max_steps > 0) serving.max_steps = max_steps;
-  Simulator simulator(serving, workload, *selector, policy, *engine);
+  Simulator simulator(serving, workload, *selector, policy, engine);
   return simulator.Run(progress);
 }
 

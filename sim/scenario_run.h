@@ -58,6 +58,12 @@ void RegisterEngine(const std::string& name, EngineFactory factory);
                                    const std::function<void(const SimProgress&)>& progress = {},
                                    uint64_t max_steps = 0);
 
+// The same on a caller-provided engine (a wrapper that also prices each executed plan, say).
+[[nodiscard]] SimResult ExecuteRunOn(const PreparedRun& prepared, const Workload& workload,
+                                     StopPolicy& policy, Engine& engine,
+                                     const std::function<void(const SimProgress&)>& progress = {},
+                                     uint64_t max_steps = 0);
+
 // What summary.json records about the resolved run beyond the scenario: the KV pool, the model
 // and profile that were used.
 [[nodiscard]] nlohmann::ordered_json ResolvedRunJson(const PreparedRun& prepared);
