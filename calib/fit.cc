@@ -63,9 +63,7 @@ constexpr std::array<std::string_view, 5> kNeverFitted = {
     "sm_count"};
 
 double& Field(DeviceProfile& p, size_t index) { return p.*(ProfileParameters()[index].field); }
-double Value(const DeviceProfile& p, size_t index) {
-  return p.*(ProfileParameters()[index].field);
-}
+double Value(const DeviceProfile& p, size_t index) { return p.*(ProfileParameters()[index].field); }
 
 // The fitted terms, in StepTerm order, and the order they are fitted in (the decode fit gives
 // attn_bw_efficiency to prefill, both attention rates go to the cascade prefix pass).
@@ -83,9 +81,8 @@ double MeasuredNs(const MeasuredStep& row, StepTerm term) {
 
 double PredictedNs(const std::array<double, kNumStepTerms>& terms, StepTerm term) {
   const double ns = terms[static_cast<size_t>(term)];
-  return term == StepTerm::kDecodeAttention
-             ? ns + terms[static_cast<size_t>(StepTerm::kKvReuse)]
-             : ns;
+  return term == StepTerm::kDecodeAttention ? ns + terms[static_cast<size_t>(StepTerm::kKvReuse)]
+                                            : ns;
 }
 
 int64_t PredictedNs(const StepTiming& timing, StepTerm term) {
@@ -215,8 +212,7 @@ std::vector<size_t> Fitter::Free(std::initializer_list<size_t> indices) const {
   return free;
 }
 
-void Fitter::Residuals(StepTerm term, const std::vector<size_t>& rows,
-                       Eigen::VectorXd& out) const {
+void Fitter::Residuals(StepTerm term, const std::vector<size_t>& rows, Eigen::VectorXd& out) const {
   const ContinuousPricer pricer(profile_, model_);
   for (size_t k = 0; k < rows.size(); ++k) {
     const MeasuredStep& row = rows_[rows[k]];
@@ -293,8 +289,7 @@ void Fitter::MinimizeInRange(TermState& state, const std::vector<size_t>& free_i
   }
 }
 
-void Fitter::ApplyLowerBound(TermState& state, size_t index, double bound,
-                             const std::string& why) {
+void Fitter::ApplyLowerBound(TermState& state, size_t index, double bound, const std::string& why) {
   const ProfileParameterInfo& info = ProfileParameters()[index];
   ParameterFit& p = Param(state, index);
   bound = std::min(bound, info.max);
@@ -349,8 +344,8 @@ void Fitter::FitGemm(TermState& state) {
   const std::vector<size_t>& rows = state.rows.fit;
   if (free.empty() || rows.size() < free.size()) return;
   // ns at efficiency 1: the weight stream A and the compute F_i of each row.
-  const double a = static_cast<double>(model_.StepWeightBytes()) * kNsPerS /
-                   profile_.dram_bw_bytes_per_s;
+  const double a =
+      static_cast<double>(model_.StepWeightBytes()) * kNsPerS / profile_.dram_bw_bytes_per_s;
   auto compute_ns = [&](const StepShape& s) {
     return (s.new_tokens * model_.LinearFlopsPerToken() +
             s.sampled_tokens * model_.LmHeadFlopsPerToken()) *
@@ -381,8 +376,7 @@ void Fitter::FitGemm(TermState& state) {
   double max_ratio = 0, min_ratio = std::numeric_limits<double>::infinity();  // F_i / A
   for (const size_t i : rows) {
     const double f = compute_ns(rows_[i].shape);
-    const bool compute_bound =
-        f / profile_.gemm_flops_efficiency > a / profile_.gemm_bw_efficiency;
+    const bool compute_bound = f / profile_.gemm_flops_efficiency > a / profile_.gemm_bw_efficiency;
     (compute_bound ? compute_side : bw_side) += 1;
     max_ratio = std::max(max_ratio, f / a);
     min_ratio = std::min(min_ratio, f / a);
@@ -390,8 +384,7 @@ void Fitter::FitGemm(TermState& state) {
   const bool flops_free = !held_[ix.gemm_flops], bw_free = !held_[ix.gemm_bw];
   if (flops_free && compute_side < kMinRowsPerSide && !Param(state, ix.gemm_flops).clamped) {
     ApplyLowerBound(state, ix.gemm_flops, max_ratio * profile_.gemm_bw_efficiency,
-                    "fewer than 2 gemm rows are compute-bound (largest step: " +
-                        Number(max_ratio) +
+                    "fewer than 2 gemm rows are compute-bound (largest step: " + Number(max_ratio) +
                         "× the weight-stream time at equal efficiencies), so the rows only say "
                         "the FLOP efficiency is high enough to keep them weight-bound");
     if (bw_free) MinimizeInRange(state, {ix.gemm_bw});
@@ -494,9 +487,8 @@ void Fitter::FitDecode(TermState& state) {
     state.unclamped.reset();
     MinimizeInRange(state, refit);
     hit.clamped = false;
-    hit.why = "reached its bound 1 (the unconstrained optimum was " +
-              Number(hit.unclamped_value) + " with the base L2 bandwidth); " +
-              "l2_bw_bytes_per_s was fitted with it held at 1";
+    hit.why = "reached its bound 1 (the unconstrained optimum was " + Number(hit.unclamped_value) +
+              " with the base L2 bandwidth); " + "l2_bw_bytes_per_s was fitted with it held at 1";
     hit.unclamped_value = 1;
     free = refit;
     free.push_back(ix.hit);
@@ -522,9 +514,9 @@ void Fitter::FitDecode(TermState& state) {
                           Number(max_sharing_batch) +
                           " requests), and any wider window prices these rows the same");
     } else {
-      const double ctas = std::clamp(std::round(std::max(profile_.reuse_window_ctas, kv_heads)),
-                                     ProfileParameters()[ix.window].min,
-                                     ProfileParameters()[ix.window].max);
+      const double ctas =
+          std::clamp(std::round(std::max(profile_.reuse_window_ctas, kv_heads)),
+                     ProfileParameters()[ix.window].min, ProfileParameters()[ix.window].max);
       profile_.reuse_window_ctas = ctas;
       window.unclamped_value = ctas;
     }
@@ -687,10 +679,10 @@ double Mape(const StepPricer& pricer, std::span<const MeasuredStep> rows,
   double sum = 0;
   for (const size_t i : indices) {
     const StepTiming timing = pricer.Price(rows[i].shape);
-    const double measured = term ? MeasuredNs(rows[i], *term)
-                                 : static_cast<double>(rows[i].measured.total_ns);
-    const double predicted = static_cast<double>(term ? PredictedNs(timing, *term)
-                                                      : timing.total_ns);
+    const double measured =
+        term ? MeasuredNs(rows[i], *term) : static_cast<double>(rows[i].measured.total_ns);
+    const double predicted =
+        static_cast<double>(term ? PredictedNs(timing, *term) : timing.total_ns);
     sum += std::abs(predicted - measured) / measured;
   }
   return indices.empty() ? 0 : sum / static_cast<double>(indices.size());
@@ -698,11 +690,10 @@ double Mape(const StepPricer& pricer, std::span<const MeasuredStep> rows,
 
 std::string Fitter::Note(const TermState& state, const ParameterFit& p) const {
   const TermFit& t = state.report;
-  std::string note = "calibration fit (calib/fit.h) on " +
-                     (options_.rows_label.empty() ? std::string("the calibration rows")
-                                                  : options_.rows_label) +
-                     ": " + std::to_string(t.fit_rows) + " " +
-                     std::string(StepTermName(t.term)) + " rows";
+  std::string note =
+      "calibration fit (calib/fit.h) on " +
+      (options_.rows_label.empty() ? std::string("the calibration rows") : options_.rows_label) +
+      ": " + std::to_string(t.fit_rows) + " " + std::string(StepTermName(t.term)) + " rows";
   if (t.term == StepTerm::kDecodeAttention) note += " (kv_reuse included)";
   if (options_.holdout_every > 0) {
     note += ", " + std::to_string(t.holdout_rows) + " more held out (1 row in " +
@@ -712,7 +703,8 @@ std::string Fitter::Note(const TermState& state, const ParameterFit& p) const {
   if (t.holdout_mape) note += ", " + Percent(*t.holdout_mape) + " holdout";
   if (p.clamped) {
     note += "; " + p.why;
-    if (t.unclamped_fit_mape) note += " (fit MAPE unclamped: " + Percent(*t.unclamped_fit_mape) + ")";
+    if (t.unclamped_fit_mape)
+      note += " (fit MAPE unclamped: " + Percent(*t.unclamped_fit_mape) + ")";
   } else if (p.lower_bound || !p.why.empty()) {
     note += "; " + p.why;
   }
@@ -789,7 +781,9 @@ CalibrationFit Fitter::Run() {
     std::string summary;
     for (const ParameterFit& p : s.report.parameters) {
       summary += (summary.empty() ? "" : ", ") + std::string(p.name) + " " +
-                 (p.fitted ? (p.lower_bound ? "bounded" : p.clamped ? "clamped" : "fitted")
+                 (p.fitted ? (p.lower_bound ? "bounded"
+                              : p.clamped   ? "clamped"
+                                            : "fitted")
                            : "kept");
     }
     s.report.summary = summary;
@@ -826,11 +820,10 @@ CalibrationFit Fitter::Run() {
   profile_.fit = std::move(summary);
   // The fit is a source of the profile's numbers: say so (and keep a profile whose base had no
   // provenance loadable: the loader wants a non-empty list).
-  std::string source = "calibration fit (calib/fit.h) on " +
-                       (options_.rows_label.empty() ? std::string("the calibration rows")
-                                                    : options_.rows_label) +
-                       ": " + std::to_string(result.fit_rows) + " steps, step-time MAPE " +
-                       Percent(result.fit_mape);
+  std::string source =
+      "calibration fit (calib/fit.h) on " +
+      (options_.rows_label.empty() ? std::string("the calibration rows") : options_.rows_label) +
+      ": " + std::to_string(result.fit_rows) + " steps, step-time MAPE " + Percent(result.fit_mape);
   if (result.holdout_mape) {
     source += "; " + std::to_string(result.holdout_rows) + " held-out steps, MAPE " +
               Percent(*result.holdout_mape);
@@ -844,8 +837,9 @@ CalibrationFit Fitter::Run() {
 void ValidateInputs(const DeviceProfile& base, std::span<const MeasuredStep> rows,
                     const FitOptions& options) {
   if (options.holdout_every == 1) {
-    throw std::invalid_argument("calibration: holdout_every = 1 would hold out every row "
-                                "(use 0 for no holdout, or k >= 2)");
+    throw std::invalid_argument(
+        "calibration: holdout_every = 1 would hold out every row "
+        "(use 0 for no holdout, or k >= 2)");
   }
   for (const std::string& name : options.hold) {
     if (!FindParameter(name)) {
@@ -892,18 +886,19 @@ void ValidateInputs(const DeviceProfile& base, std::span<const MeasuredStep> row
     }
     for (size_t t = 0; t < kNumStepTerms; ++t) {
       if (rows[i].measured.term_ns[t] < 0) {
-        throw std::invalid_argument(
-            "calibration row " + std::to_string(i) + ": measured " +
-            std::string(StepTermName(static_cast<StepTerm>(t))) + " = " +
-            std::to_string(rows[i].measured.term_ns[t]) + " ns (must be >= 0)");
+        throw std::invalid_argument("calibration row " + std::to_string(i) + ": measured " +
+                                    std::string(StepTermName(static_cast<StepTerm>(t))) + " = " +
+                                    std::to_string(rows[i].measured.term_ns[t]) +
+                                    " ns (must be >= 0)");
       }
     }
     if (rows[i].measured.total_ns > 0 && s.requests > 0) ++timed;
   }
   if (timed == 0) {
-    throw std::invalid_argument("calibration: no row with requests and a positive measured "
-                                "total_ns (" +
-                                std::to_string(rows.size()) + " rows)");
+    throw std::invalid_argument(
+        "calibration: no row with requests and a positive measured "
+        "total_ns (" +
+        std::to_string(rows.size()) + " rows)");
   }
 }
 
@@ -935,10 +930,10 @@ std::string FormatFitReport(const CalibrationFit& fit) {
                   t.fitted ? "" : "  (not fitted)");
     out += line;
     for (const ParameterFit& p : t.parameters) {
-      const char* state = !p.fitted ? "kept"
+      const char* state = !p.fitted       ? "kept"
                           : p.lower_bound ? "bounded"
-                          : p.clamped ? "clamped"
-                                      : "fitted";
+                          : p.clamped     ? "clamped"
+                                          : "fitted";
       std::snprintf(line, sizeof line, "  %-36s %-8s %14s (base %s)", std::string(p.name).c_str(),
                     state, Number(p.value).c_str(), Number(p.base_value).c_str());
       out += line;

@@ -66,12 +66,12 @@ struct FitOptions {
 struct ParameterFit {
   std::string_view name;  // ProfileParameters() name
   double base_value = 0;
-  double value = 0;  // what the profile holds now
-  bool fitted = false;  // false: kept at the base value (held, or not informed by the rows)
-  bool lower_bound = false;  // value is the least the rows allow, not a point estimate
-  bool clamped = false;      // the unconstrained optimum was out of range; value is the bound
+  double value = 0;            // what the profile holds now
+  bool fitted = false;         // false: kept at the base value (held, or not informed by the rows)
+  bool lower_bound = false;    // value is the least the rows allow, not a point estimate
+  bool clamped = false;        // the unconstrained optimum was out of range; value is the bound
   double unclamped_value = 0;  // the unconstrained optimum (== value unless clamped)
-  std::string why;  // for a parameter not fitted, clamped or bounded: the reason
+  std::string why;             // for a parameter not fitted, clamped or bounded: the reason
 };
 
 struct TermFit {
@@ -94,7 +94,7 @@ struct CalibrationFit {
   std::vector<TermFit> terms;  // gemm, decode_attention, cascade_prefix, prefill_attention,
                                // overhead (StepTerm order; fitted gemm, decode, prefill,
                                // cascade, overhead)
-  size_t fit_rows = 0;  // rows with a positive measured total_ns, not held out
+  size_t fit_rows = 0;         // rows with a positive measured total_ns, not held out
   size_t holdout_rows = 0;
   double fit_mape = 0;  // |Price(shape).total_ns − measured.total_ns| / measured.total_ns, mean
   std::optional<double> holdout_mape;

@@ -69,8 +69,8 @@ class CentralDifferenceFunctor : public Eigen::DenseFunctor<double> {
 
 NnlsResult NonNegativeLeastSquares(const Eigen::MatrixXd& a_in, const Eigen::VectorXd& b) {
   if (a_in.rows() != b.size()) {
-    throw std::invalid_argument("NNLS: A has " + std::to_string(a_in.rows()) +
-                                " rows but b has " + std::to_string(b.size()));
+    throw std::invalid_argument("NNLS: A has " + std::to_string(a_in.rows()) + " rows but b has " +
+                                std::to_string(b.size()));
   }
   const Eigen::Index n = a_in.cols();
   Eigen::VectorXd scale = Eigen::VectorXd::Ones(n);
@@ -85,10 +85,9 @@ NnlsResult NonNegativeLeastSquares(const Eigen::MatrixXd& a_in, const Eigen::Vec
   NnlsResult result;
   Eigen::VectorXd x = Eigen::VectorXd::Zero(n);
   std::vector<bool> passive(static_cast<size_t>(n), false);
-  const double tolerance = 10 * std::numeric_limits<double>::epsilon() *
-                           static_cast<double>(std::max(a.rows(), n)) *
-                           std::max(1.0, a.cwiseAbs().colwise().sum().maxCoeff()) *
-                           std::max(1.0, b.norm());
+  const double tolerance =
+      10 * std::numeric_limits<double>::epsilon() * static_cast<double>(std::max(a.rows(), n)) *
+      std::max(1.0, a.cwiseAbs().colwise().sum().maxCoeff()) * std::max(1.0, b.norm());
   const int max_iterations = 3 * static_cast<int>(n) + 3;
   Eigen::VectorXd w = a.transpose() * (b - a * x);
   while (true) {

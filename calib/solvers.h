@@ -17,7 +17,7 @@
 namespace feather::calib {
 
 struct NnlsResult {
-  Eigen::VectorXd x;  // ≥ 0 componentwise
+  Eigen::VectorXd x;         // ≥ 0 componentwise
   double residual_norm = 0;  // ‖A·x − b‖₂
   int iterations = 0;
   bool converged = true;  // false: the iteration limit stopped it (x is still feasible)

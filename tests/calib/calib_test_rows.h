@@ -82,10 +82,10 @@ inline DeviceProfile PerturbedBase() {
 }
 
 struct RowMix {
-  int decode = 200;   // plain decode batches (cascade disabled: L2 reuse path)
-  int cascade = 80;   // one shared prefix, cascade enabled
-  int prefill = 80;   // prefill chunks only
-  int mixed = 60;     // decode batch of several groups + one prefill chunk
+  int decode = 200;     // plain decode batches (cascade disabled: L2 reuse path)
+  int cascade = 80;     // one shared prefix, cascade enabled
+  int prefill = 80;     // prefill chunks only
+  int mixed = 60;       // decode batch of several groups + one prefill chunk
   double noise = 0.02;  // measured = priced · (1 + U(−noise, noise)), per term
   uint64_t seed = 7;
 };

@@ -78,9 +78,9 @@ TEST(CalibrationFit, RecoversAKnownProfileFromNoisyRows) {
   EXPECT_NEAR(p.reuse_hit_max, truth.reuse_hit_max, 0.03);
   EXPECT_NEAR(p.reuse_window_ctas, truth.reuse_window_ctas, 2);
   EXPECT_LT(RelativeError(p.cascade_layer_ns, truth.cascade_layer_ns), 0.10);
-  EXPECT_LT(RelativeError(p.cascade_merge_ns_per_request_layer,
-                          truth.cascade_merge_ns_per_request_layer),
-            0.12);
+  EXPECT_LT(
+      RelativeError(p.cascade_merge_ns_per_request_layer, truth.cascade_merge_ns_per_request_layer),
+      0.12);
   // step_fixed_ns absorbs layers · layer_fixed_ns; layer_fixed_ns is set to 0.
   EXPECT_LT(RelativeError(p.step_fixed_ns, truth.step_fixed_ns + 4 * truth.layer_fixed_ns), 0.02);
   EXPECT_EQ(p.layer_fixed_ns, 0);
@@ -89,8 +89,8 @@ TEST(CalibrationFit, RecoversAKnownProfileFromNoisyRows) {
   EXPECT_DOUBLE_EQ(p.l2_bw_bytes_per_s, truth.l2_bw_bytes_per_s);
   EXPECT_FALSE(Param(fit, "l2_bw_bytes_per_s").fitted);
   EXPECT_TRUE(Contains(Param(fit, "l2_bw_bytes_per_s").why, "not identifiable"));
-  EXPECT_EQ(p.origins[IndexOf("l2_bw_bytes_per_s")], PerturbedBase().origins[IndexOf(
-                                                         "l2_bw_bytes_per_s")]);
+  EXPECT_EQ(p.origins[IndexOf("l2_bw_bytes_per_s")],
+            PerturbedBase().origins[IndexOf("l2_bw_bytes_per_s")]);
 
   ASSERT_TRUE(fit.holdout_mape.has_value());
   EXPECT_LT(*fit.holdout_mape, 0.012);
@@ -153,7 +153,8 @@ TEST(CalibrationFit, NoiselessRowsAreReproducedAlmostExactly) {
   const ModelConfig model = TinyModel();
   RowMix mix;
   mix.noise = 0;
-  const CalibrationFit fit = FitProfile(PerturbedBase(), model, MakeRows(TruthProfile(), model, mix));
+  const CalibrationFit fit =
+      FitProfile(PerturbedBase(), model, MakeRows(TruthProfile(), model, mix));
   EXPECT_LT(fit.fit_mape, 1e-4);  // only the rounding of each term to whole ns is left
   ASSERT_TRUE(fit.holdout_mape.has_value());
   EXPECT_LT(*fit.holdout_mape, 1e-4);
@@ -211,8 +212,7 @@ TEST(CalibrationFit, ParametersTheRowsOnlyBoundAreKeptOrRaisedToTheBound) {
   const ModelConfig model = TinyModel();
   std::vector<MeasuredStep> rows;
   for (const MeasuredStep& row : MakeRows(TruthProfile(), model, RowMix{})) {
-    if (row.shape.prefill_requests == 0 && !row.shape.cascade() &&
-        row.shape.decode_requests <= 6) {
+    if (row.shape.prefill_requests == 0 && !row.shape.cascade() && row.shape.decode_requests <= 6) {
       rows.push_back(row);
     }
   }
@@ -315,8 +315,7 @@ TEST(CalibrationFit, ASaturatedHitRateHandsTheRestToTheL2Bandwidth) {
   EXPECT_TRUE(Contains(Param(fit, "reuse_hit_max").why, "l2_bw_bytes_per_s was fitted"));
   EXPECT_TRUE(Param(fit, "l2_bw_bytes_per_s").fitted);
   EXPECT_LT(RelativeError(fit.profile.l2_bw_bytes_per_s, 40e9), 0.1);
-  EXPECT_EQ(fit.profile.origins[IndexOf("l2_bw_bytes_per_s")].source,
-            ParameterSource::kMeasured);
+  EXPECT_EQ(fit.profile.origins[IndexOf("l2_bw_bytes_per_s")].source, ParameterSource::kMeasured);
   EXPECT_LT(*Term(fit, StepTerm::kDecodeAttention).holdout_mape, 0.016);
 }
 
@@ -386,7 +385,8 @@ TEST(CalibrationFit, HeldParametersKeepTheirBaseValuesAndTheRestCompensate) {
   const CalibrationFit fit = FitProfile(base, model, rows, options);
   EXPECT_EQ(fit.profile.per_request_ns, base.per_request_ns);
   EXPECT_EQ(fit.profile.reuse_window_ctas, base.reuse_window_ctas);
-  EXPECT_EQ(fit.profile.origins[IndexOf("per_request_ns")], base.origins[IndexOf("per_request_ns")]);
+  EXPECT_EQ(fit.profile.origins[IndexOf("per_request_ns")],
+            base.origins[IndexOf("per_request_ns")]);
   EXPECT_EQ(Param(fit, "per_request_ns").why, "held at the base value (FitOptions::hold)");
   EXPECT_TRUE(Param(fit, "step_fixed_ns").fitted);
   EXPECT_TRUE(Contains(fit.profile.origins[IndexOf("step_fixed_ns")].note, "synthetic rows"));
@@ -445,9 +445,12 @@ TEST(CalibrationFit, RejectsBadOptionsAndRows) {
 TEST(CalibrationFit, TheFittedProfileRoundTripsThroughYamlAndTheReportNamesEveryParameter) {
   const ModelConfig model = TinyModel();
   DeviceProfile base = PerturbedBase();
-  base.measured_on = ProfileMeasuredOn{"box",    "Test CPU", "2025-05-01T12:00:00Z",
+  base.measured_on = ProfileMeasuredOn{"box",
+                                       "Test CPU",
+                                       "2025-05-01T12:00:00Z",
                                        {"GNU 12.2.0", "Release", "abc123"},
-                                       "avx2+fma, openmp 8 threads, gemm=blas", 8};
+                                       "avx2+fma, openmp 8 threads, gemm=blas",
+                                       8};
   const CalibrationFit fit = FitProfile(base, model, MakeRows(TruthProfile(), model, RowMix{}));
   EXPECT_EQ(fit.profile.measured_on, base.measured_on);
   EXPECT_EQ(ParseDeviceProfile(DeviceProfileToYaml(fit.profile), "fit.yaml"), fit.profile);

@@ -52,7 +52,8 @@ TEST(Nnls, MatchesBruteForceOnRandomSmallProblems) {
     Eigen::MatrixXd a(m, n);
     Eigen::VectorXd b(m);
     for (Eigen::Index i = 0; i < m; ++i) {
-      for (Eigen::Index j = 0; j < n; ++j) a(i, j) = normal(rng) * static_cast<double>(10 * (j + 1));  // scales differ
+      for (Eigen::Index j = 0; j < n; ++j)
+        a(i, j) = normal(rng) * static_cast<double>(10 * (j + 1));  // scales differ
       b(i) = normal(rng);
     }
     const NnlsResult got = NonNegativeLeastSquares(a, b);
