@@ -157,9 +157,11 @@ lines += ["",
           "- command: `scripts/catalogue.sh --build %s --jobs %s` (each sweep: `feather sweep "
           "scenarios/sweeps/NAME.yaml --jobs %s --out out/catalogue/NAME`, then `feather plot`)"
           % (os.path.dirname(feather) or ".", jobs, jobs),
-          "- sweep run times add up to %d s (%.1f min), plots to %d s; the last invocation "
-          "took %d s" % (run_total, run_total / 60, plot_total, int(total)),
-          "- machine load during the last invocation (1-minute load average every 15 s): "
+          "- sweep run times add up to %d s (%.1f min), plots to %d s; this invocation of "
+          "`catalogue.sh` took %d s (%.1f min; points already finished in `out/catalogue/` "
+          "are not rerun, their sweep keeps the run time recorded when they ran)" % (
+              run_total, run_total / 60, plot_total, int(total), int(total) / 60),
+          "- machine load during this invocation (1-minute load average every 15 s): "
           "mean %.1f, max %.1f, min %.1f over %d samples on %s logical CPUs. Other users "
           "shared the machine: that slows the runs and inflates the *measured* scheduler CPU "
           "time charged to simulated time (`scheduler_time: measured` in the bases), which "
