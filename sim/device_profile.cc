@@ -193,8 +193,8 @@ void ReadFit(MapReader& root, DeviceProfile& profile) {
   if (!node) return;
   ProfileFit fit;
   MapReader reader(root.problems(), *node, "fit");
-  ReadRowsAndMapes(reader, "fit_rows", 1, fit.fit_rows, fit.holdout_rows, "fit_mape",
-                   fit.fit_mape, fit.holdout_mape);
+  ReadRowsAndMapes(reader, "fit_rows", 1, fit.fit_rows, fit.holdout_rows, "fit_mape", fit.fit_mape,
+                   fit.holdout_mape);
   // `terms: {}` (nothing fitted) is a valid, empty map; Child() would read it as absent.
   const YAML::Node terms = reader.Value("terms", true);
   if (terms.IsDefined() && !terms.IsNull() && !terms.IsMap()) {

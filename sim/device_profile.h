@@ -2,10 +2,10 @@
 //
 // A DeviceProfile has one field per parameter of the step-time model (sim/model_engine.h) and
 // of the KV pool size (KvCacheBlocks), and besides them only metadata (names, provenance, the
-// calibration sections), so that a calibration fit (calib/) can fill the fields one to one. Each parameter carries its provenance: `spec` (a public datasheet
-// figure), `assumed` (a typical value no datasheet gives, to be replaced by calibration) or
-// `measured` (written by calibration). Shipped profiles: results/profiles/*.yaml (schema in
-// results/profiles/README.md).
+// calibration sections), so that a calibration fit (calib/) can fill the fields one to one. Each
+// parameter carries its provenance: `spec` (a public datasheet figure), `assumed` (a typical value
+// no datasheet gives, to be replaced by calibration) or `measured` (written by calibration).
+// Shipped profiles: results/profiles/*.yaml (schema in results/profiles/README.md).
 //
 // ProfileParameters() lists the parameters in a fixed order with their valid ranges; the loader
 // and the writer (DeviceProfileToYaml) both walk that table. A profile written by calibration

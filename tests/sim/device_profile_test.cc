@@ -237,8 +237,9 @@ DeviceProfile SmallWrittenProfile() {
   p.provenance = {"STREAM triad probe", "yes"};
   const auto params = ProfileParameters();
   for (size_t i = 0; i < params.size(); ++i) {
-    p.*params[i].field = params[i].integer ? static_cast<double>(i + 1) : 0.1 * static_cast<double>(i + 1);
-    p.origins[i] = {i % 3 == 0 ? ParameterSource::kMeasured
+    p.*params[i].field =
+        params[i].integer ? static_cast<double>(i + 1) : 0.1 * static_cast<double>(i + 1);
+    p.origins[i] = {i % 3 == 0   ? ParameterSource::kMeasured
                     : i % 3 == 1 ? ParameterSource::kSpec
                                  : ParameterSource::kAssumed,
                     "note " + std::to_string(i)};
@@ -249,10 +250,12 @@ DeviceProfile SmallWrittenProfile() {
   p.l2_bw_bytes_per_s = 1.5e9;
   p.reuse_hit_max = 1.0 / 3;
   p.cascade_layer_ns = 1e-300;
-  p.measured_on = ProfileMeasuredOn{"box-1",     "AMD EPYC 7B13 64-Core Processor",
+  p.measured_on = ProfileMeasuredOn{"box-1",
+                                    "AMD EPYC 7B13 64-Core Processor",
                                     "2025-05-01T12:00:00Z",
                                     {"GNU 12.2.0", "Release", "0123456789ab"},
-                                    "avx2+fma, openmp 2 threads, gemm=blas", 2};
+                                    "avx2+fma, openmp 2 threads, gemm=blas",
+                                    2};
   ProfileFit fit;
   fit.fit_mape = 0.0123456789012345678;
   fit.holdout_mape = 0.02;
@@ -295,8 +298,9 @@ TEST(DeviceProfileWriter, ShippedProfilesRoundTripExactly) {
 
 TEST(DeviceProfileWriter, NumbersRoundTripBitForBit) {
   DeviceProfile p = SmallWrittenProfile();
-  const double values[] = {0.1, 0.7, 1.0 / 3, 2.0 / 3, 0.30000000000000004,
-                           std::nextafter(1.0, 0.0), 5e-324, 1e-7, 0.999999999999};
+  const double values[] = {
+      0.1,    0.7,  1.0 / 3,       2.0 / 3, 0.30000000000000004, std::nextafter(1.0, 0.0),
+      5e-324, 1e-7, 0.999999999999};
   for (const double v : values) {
     p.gemm_bw_efficiency = v;
     p.fit->fit_mape = v;
@@ -332,17 +336,17 @@ uint32_t LineOfText(const std::string& text, const std::string& part) {
 }
 
 TEST(DeviceProfileWriter, MeasuredOnErrorsNameLineAndKey) {
-  std::string text = GoldenWith("  date_utc: \"2025-05-01T12:00:00Z\"\n",
-                                "  date_utc: \"2025-13-01 12:00\"\n");
+  std::string text =
+      GoldenWith("  date_utc: \"2025-05-01T12:00:00Z\"\n", "  date_utc: \"2025-13-01 12:00\"\n");
   text = Replaced(text, "    git_rev: \"0123456789ab\"\n", "    git_sha: x\n");
   text = Replaced(text, "  threads: 2\n", "  threads: 0\n  cores: 2\n");
   const auto problems = ProblemsOf([&] { (void)ParseDeviceProfile(text, "m.yaml"); });
   const std::string all = Render(problems);
-  EXPECT_TRUE(Has(problems, LineOfText(text, "date_utc"), "measured_on.date_utc",
-                  "YYYY-MM-DDTHH:MM:SSZ"))
+  EXPECT_TRUE(
+      Has(problems, LineOfText(text, "date_utc"), "measured_on.date_utc", "YYYY-MM-DDTHH:MM:SSZ"))
       << all;
-  EXPECT_TRUE(Has(problems, LineOfText(text, "git_sha"), "measured_on.build.git_sha",
-                  "unknown key"))
+  EXPECT_TRUE(
+      Has(problems, LineOfText(text, "git_sha"), "measured_on.build.git_sha", "unknown key"))
       << all;
   EXPECT_TRUE(Has(problems, LineOfText(text, "compiler"), "measured_on.build.git_rev", "missing"))
       << all;
