@@ -5,6 +5,7 @@
 #include <mutex>
 
 #include "hw/cpu_engine.h"
+#include "hw/gemm.h"
 #include "sim/scenario_run.h"
 
 namespace feather {
@@ -15,6 +16,12 @@ void RegisterBuiltinEngines() {
     RegisterEngine("cpu", [](const PreparedRun& prepared) -> std::unique_ptr<Engine> {
       hw::CpuEngineOptions options;
       options.cascade_attention = prepared.serving.cascade_attention;
+      // Eigen, not OpenBLAS, inside the engine: OpenBLAS's pthread workers and the attention
+      // kernels' OpenMP workers each spin between calls on the same cores, and a step alternates
+      // between them dozens of times. On the 2-core reference host (cpu-small, 1,000-token
+      // contexts, tests/hw/cpu_engine_benchmark.cc) OpenBLAS made decode steps 1.5–3.4× slower
+      // (B = 1: 34 vs 10 ms; B = 8: 111 vs 33 ms), although alone it is as fast as Eigen.
+      options.gemm_backend = hw::GemmBackend::kEigen;
       return std::make_unique<hw::CpuEngine>(prepared.model, prepared.serving.kv_cache_blocks,
                                              prepared.serving.block_tokens, options);
     });

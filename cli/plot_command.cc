@@ -83,7 +83,8 @@ int PlotCommand(const PlotCommandOptions& options, std::ostream& out) {
   }
   std::string python = options.python;
   if (python.empty()) python = Env("FEATHER_PYTHON");
-  if (python.empty()) python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
+  if (python.empty())
+    python = access("/usr/bin/python3", X_OK) == 0 ? "/usr/bin/python3" : "python3";
 
   std::vector<std::string> args = {python, script};
   if (!options.out_dir.empty()) {
@@ -96,7 +97,8 @@ int PlotCommand(const PlotCommandOptions& options, std::ostream& out) {
   argv.push_back(nullptr);
   out.flush();
   pid_t pid = 0;
-  const int spawn_error = posix_spawnp(&pid, python.c_str(), nullptr, nullptr, argv.data(), environ);
+  const int spawn_error =
+      posix_spawnp(&pid, python.c_str(), nullptr, nullptr, argv.data(), environ);
   if (spawn_error != 0) {
     throw std::runtime_error("cannot run " + python + " (" + std::strerror(spawn_error) +
                              "): feather plot needs Python 3 with matplotlib; on Debian: "

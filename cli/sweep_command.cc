@@ -392,8 +392,8 @@ int RunSweep(const SweepCommandOptions& options, std::ostream& out) {
   if (!options.shard.empty()) std::tie(shard_k, shard_n) = ParseShard(options.shard);
   const SweepSpec spec = LoadSweepFile(options.sweep_file);
   const std::vector<size_t> mine = ShardPoints(spec.points.size(), shard_k, shard_n);
-  const fs::path dir = options.out_dir.empty() ? fs::path("out/sweeps") / spec.name
-                                               : fs::path(options.out_dir);
+  const fs::path dir =
+      options.out_dir.empty() ? fs::path("out/sweeps") / spec.name : fs::path(options.out_dir);
   const fs::path points_dir = dir / "points";
   const uint32_t jobs = options.jobs == 0 ? UsableCpus() : options.jobs;
   const std::string shard_text = std::to_string(shard_k) + "/" + std::to_string(shard_n);
@@ -434,9 +434,8 @@ int RunSweep(const SweepCommandOptions& options, std::ostream& out) {
     }
   }
   if (skipped > 0 || stale > 0) {
-    std::fprintf(stderr,
-                 "feather sweep: %zu of %zu points already finished%s; %zu to run%s\n", skipped,
-                 mine.size(), skipped > 0 ? " (skipped)" : "", pending.size(),
+    std::fprintf(stderr, "feather sweep: %zu of %zu points already finished%s; %zu to run%s\n",
+                 skipped, mine.size(), skipped > 0 ? " (skipped)" : "", pending.size(),
                  stale > 0 ? (", " + std::to_string(stale) +
                               " of them again because their results echo another scenario")
                                  .c_str()
@@ -527,15 +526,13 @@ int RunSweep(const SweepCommandOptions& options, std::ostream& out) {
   }
   if (!failures.empty()) {
     progress.Message("feather sweep: " + std::to_string(failures.size()) + " of " +
-                     std::to_string(mine.size()) +
-                     " points failed (logs in " + (dir / "logs").string() +
-                     "); no table written; rerun to retry them");
+                     std::to_string(mine.size()) + " points failed (logs in " +
+                     (dir / "logs").string() + "); no table written; rerun to retry them");
     return 1;
   }
 
   out << "sweep " << spec.name << ": " << mine.size() << " points"
-      << (shard_n > 1 ? " (shard " + shard_text + " of " + std::to_string(spec.points.size()) +
-                            ")"
+      << (shard_n > 1 ? " (shard " + shard_text + " of " + std::to_string(spec.points.size()) + ")"
                       : std::string())
       << ", " << finished_now << " run, " << skipped << " already finished, " << std::fixed
       << std::setprecision(1) << wall_s << " s\n";
@@ -549,8 +546,7 @@ int RunSweep(const SweepCommandOptions& options, std::ostream& out) {
     return 0;
   }
   WriteSweepTable(dir.string(), BuildSweepTable(spec.swept_keys, rows));
-  out << "table: " << (dir / "table.csv").string() << ", " << (dir / "table.h5").string()
-      << '\n';
+  out << "table: " << (dir / "table.csv").string() << ", " << (dir / "table.h5").string() << '\n';
   return 0;
 }
 
@@ -605,8 +601,8 @@ int MergeSweep(const SweepCommandOptions& options, std::ostream& out) {
   }
   WriteSweepTable(dir.string(), BuildSweepTable(layout.swept_keys, rows));
   out << "merged " << rows.size() << " points"
-      << (copied > 0 ? " (" + std::to_string(copied) + " copied in)" : std::string()) << "; table: "
-      << (dir / "table.csv").string() << ", " << (dir / "table.h5").string() << '\n';
+      << (copied > 0 ? " (" + std::to_string(copied) + " copied in)" : std::string())
+      << "; table: " << (dir / "table.csv").string() << ", " << (dir / "table.h5").string() << '\n';
   return 0;
 }
 

@@ -97,8 +97,10 @@ std::optional<SweepValue> MakeValue(YamlProblems& problems, const std::string& w
                                     const std::string& base_dir) {
   if (key.empty() || key.front() == '.' || key.back() == '.' ||
       key.find("..") != std::string::npos || key.find_first_of(" =\t") != std::string::npos) {
-    problems.Add(value, where, "'" + key + "' is not a scenario key (dotted path, e.g. "
-                               "workload.arrival.rate)");
+    problems.Add(value, where,
+                 "'" + key +
+                     "' is not a scenario key (dotted path, e.g. "
+                     "workload.arrival.rate)");
     return std::nullopt;
   }
   if (!value.IsDefined() || value.IsNull()) {
@@ -131,8 +133,7 @@ std::vector<SweepValue> ReadOverrideMap(YamlProblems& problems, const std::strin
   std::set<std::string> seen;
   for (const auto& entry : map) {
     if (!entry.first.IsScalar()) {
-      problems.Add(entry.first, where, "keys are scenario key paths, got " +
-                                           Describe(entry.first));
+      problems.Add(entry.first, where, "keys are scenario key paths, got " + Describe(entry.first));
       continue;
     }
     const std::string key = entry.first.Scalar();
@@ -301,9 +302,9 @@ SweepSpec LoadSweepText(std::string_view text, const std::string& display_name,
                         const std::string& base_dir, bool validate_scenarios) {
   YAML::Node doc = ParseYaml(text, display_name);
   if (!doc.IsMap()) {
-    throw InputError(display_name, LineOf(doc), "",
-                     "a sweep file is a YAML map (base, set, points, vary, plot), got " +
-                         Describe(doc));
+    throw InputError(
+        display_name, LineOf(doc), "",
+        "a sweep file is a YAML map (base, set, points, vary, plot), got " + Describe(doc));
   }
   YamlProblems problems(display_name);
   SweepSpec spec;
@@ -326,8 +327,8 @@ SweepSpec LoadSweepText(std::string_view text, const std::string& display_name,
     }
     if (const YAML::Node points = root.Value("points"); points.IsDefined() && !points.IsNull()) {
       if (!points.IsSequence() || points.size() == 0) {
-        problems.Add(points, "points", "expected a non-empty list of override maps, got " +
-                                           Describe(points));
+        problems.Add(points, "points",
+                     "expected a non-empty list of override maps, got " + Describe(points));
       } else {
         for (size_t i = 0; i < points.size(); ++i) {
           const YAML::Node item = points[i];
@@ -347,8 +348,8 @@ SweepSpec LoadSweepText(std::string_view text, const std::string& display_name,
         const std::string key = entry.first.IsScalar() ? entry.first.Scalar() : std::string();
         const std::string where = "vary." + key;
         if (!entry.second.IsSequence() || entry.second.size() == 0) {
-          problems.Add(entry.second, where, "expected a non-empty list of values, got " +
-                                                Describe(entry.second));
+          problems.Add(entry.second, where,
+                       "expected a non-empty list of values, got " + Describe(entry.second));
           continue;
         }
         // "a, b: [[1, x], [2, y]]" varies a and b together (zipped), one tuple per choice.
@@ -434,9 +435,10 @@ SweepSpec LoadSweepText(std::string_view text, const std::string& display_name,
   if (spec.plot.contains("x")) {
     const std::string x = spec.plot["x"].get<std::string>();
     constexpr std::string_view kDerived[] = {"scheduler", "selector", "stop", "model", "profile"};
-    const bool derived = std::find(std::begin(kDerived), std::end(kDerived), x) != std::end(kDerived);
-    if (!derived && std::find(spec.swept_keys.begin(), spec.swept_keys.end(), x) ==
-                        spec.swept_keys.end()) {
+    const bool derived =
+        std::find(std::begin(kDerived), std::end(kDerived), x) != std::end(kDerived);
+    if (!derived &&
+        std::find(spec.swept_keys.begin(), spec.swept_keys.end(), x) == spec.swept_keys.end()) {
       problems.Add(doc["plot"]["x"], "plot.x",
                    "'" + x + "' is neither a swept key (" +
                        (spec.swept_keys.empty() ? std::string("none")

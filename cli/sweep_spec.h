@@ -20,7 +20,8 @@
 //
 // Points are points × the cartesian product of vary (the first entry outermost, the last
 // fastest); an entry naming several comma-separated keys varies them together, one tuple of
-// values per choice. Either part may be absent (no point lists and no vary = one point, the base as it is). Keys are
+// values per choice. Either part may be absent (no point lists and no vary = one point, the base as
+// it is). Keys are
 // `--set` keys; values are YAML (numbers, strings, maps, lists). A relative path given to a path
 // key (model, profile, workload.trace.path, scheduler.policy.load) resolves against the sweep
 // file's folder, like a path inside a scenario.
@@ -61,13 +62,13 @@ struct SweepPoint {
 };
 
 struct SweepSpec {
-  std::string file;       // the sweep file as given
-  std::string name;       // `name`, or the file's stem
-  std::string base;       // the base scenario, resolved against the sweep file's folder
-  std::vector<SweepValue> fixed;   // `set`
+  std::string file;               // the sweep file as given
+  std::string name;               // `name`, or the file's stem
+  std::string base;               // the base scenario, resolved against the sweep file's folder
+  std::vector<SweepValue> fixed;  // `set`
   std::vector<std::string> swept_keys;  // every key a point sets, in first-appearance order
-  std::vector<SweepPoint> points;  // in expansion order
-  nlohmann::ordered_json plot;     // the `plot` map as JSON ({} when absent)
+  std::vector<SweepPoint> points;       // in expansion order
+  nlohmann::ordered_json plot;          // the `plot` map as JSON ({} when absent)
 };
 
 // Reads, expands and validates `path`; throws InputError listing every problem.

@@ -104,9 +104,8 @@ SweepTable BuildSweepTable(const std::vector<std::string>& swept_keys,
     cells[column("point")] = row.point;
     for (const auto& [key, text] : row.values) cells[column(key)] = CellOf(text);
     const auto& s = row.summary;
-    const auto scenario = s.contains("scenario") && s["scenario"].is_object()
-                              ? Json(s["scenario"])
-                              : Json::object();
+    const auto scenario =
+        s.contains("scenario") && s["scenario"].is_object() ? Json(s["scenario"]) : Json::object();
     const std::string selector = s.value("selector", std::string());
     const std::string stop = s.value("stop", std::string());
     std::string scheduler = selector + "+" + stop;
@@ -204,8 +203,7 @@ void WriteSweepTable(const std::string& dir, const SweepTable& table) {
         for (size_t r = 0; r < n; ++r) {
           const Json& v = table.cells[r][c];
           const std::string text = v.is_string() ? v.get<std::string>() : CsvCell(v);
-          const auto [it, inserted] =
-              code_of.emplace(text, static_cast<uint32_t>(labels.size()));
+          const auto [it, inserted] = code_of.emplace(text, static_cast<uint32_t>(labels.size()));
           if (inserted) labels.push_back(text);
           codes[r] = it->second;
         }

@@ -31,7 +31,7 @@ namespace feather {
 struct SweepTableRow {
   std::string point;
   std::vector<std::pair<std::string, std::string>> values;  // swept key -> value as displayed
-  nlohmann::ordered_json summary;                             // the point's summary.json
+  nlohmann::ordered_json summary;                           // the point's summary.json
 };
 
 struct SweepTable {

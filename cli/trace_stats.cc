@@ -39,8 +39,8 @@ Distribution Distribute(std::vector<uint64_t> values) {
 
 // A round bin length giving about 20 bins over `duration_s`.
 double AutoBin(double duration_s) {
-  constexpr double kSteps[] = {1, 2, 5, 10, 15, 30, 60, 120, 180, 300, 600, 900, 1800, 3600,
-                               7200, 21600, 43200, 86400};
+  constexpr double kSteps[] = {1,   2,   5,   10,   15,   30,   60,    120,   180,
+                               300, 600, 900, 1800, 3600, 7200, 21600, 43200, 86400};
   const double target = duration_s / 20.0;
   for (const double s : kSteps) {
     if (s >= target) return s;
@@ -151,8 +151,8 @@ TraceStats ComputeTraceStats(const MooncakeTrace& trace, const std::string& file
       if (blocks.size() >= kDepths[d]) ++at_depth[d][blocks[kDepths[d] - 1]];
     }
     s.blocks += blocks.size();
-    reusable_tokens += std::min<uint64_t>(lead * options.block_tokens,
-                                          trace.records[i].input_tokens);
+    reusable_tokens +=
+        std::min<uint64_t>(lead * options.block_tokens, trace.records[i].input_tokens);
     if (lead >= 1) ++reuse_1;
     if (lead >= 2) ++reuse_2;
     leading.push_back(lead);
@@ -245,10 +245,9 @@ nlohmann::ordered_json TraceStatsToJson(const TraceStats& s) {
 
 void PrintTraceStats(std::ostream& out, const TraceStats& s) {
   auto dist = [&](const char* label, const Distribution& d) {
-    out << "  " << std::left << std::setw(14) << label << std::right << "mean "
-        << Mean(d.mean) << "  min " << Thousands(d.min) << "  p50 " << Thousands(d.p50)
-        << "  p90 " << Thousands(d.p90) << "  p99 " << Thousands(d.p99) << "  max "
-        << Thousands(d.max) << '\n';
+    out << "  " << std::left << std::setw(14) << label << std::right << "mean " << Mean(d.mean)
+        << "  min " << Thousands(d.min) << "  p50 " << Thousands(d.p50) << "  p90 "
+        << Thousands(d.p90) << "  p99 " << Thousands(d.p99) << "  max " << Thousands(d.max) << '\n';
   };
   out << "trace " << s.file << " (" << s.block_tokens << "-token blocks)\n"
       << "requests          " << Thousands(s.requests) << '\n'
@@ -261,8 +260,8 @@ void PrintTraceStats(std::ostream& out, const TraceStats& s) {
   for (const uint64_t c : s.requests_per_bin) peak = std::max(peak, c);
   for (size_t i = 0; i < s.requests_per_bin.size(); ++i) {
     const uint64_t c = s.requests_per_bin[i];
-    const auto bar = static_cast<size_t>(std::lround(40.0 * static_cast<double>(c) /
-                                                      static_cast<double>(peak)));
+    const auto bar =
+        static_cast<size_t>(std::lround(40.0 * static_cast<double>(c) / static_cast<double>(peak)));
     out << "  " << std::setw(7) << Fixed(static_cast<double>(i) * s.bin_s, 0) << " s  "
         << std::setw(6) << c << " req  " << std::setw(7)
         << Fixed(static_cast<double>(c) / s.bin_s, 2) << " req/s  " << std::string(bar, '#')
@@ -274,8 +273,8 @@ void PrintTraceStats(std::ostream& out, const TraceStats& s) {
   out << "  total input " << Thousands(s.total_input_tokens) << ", output "
       << Thousands(s.total_output_tokens) << "\n\n"
       << "prefix sharing (trace order, unbounded cache):\n"
-      << "  blocks                       " << Thousands(s.blocks) << " (" << Thousands(s.unique_blocks)
-      << " unique)\n"
+      << "  blocks                       " << Thousands(s.blocks) << " ("
+      << Thousands(s.unique_blocks) << " unique)\n"
       << "  blocks seen before           " << Fixed(s.shared_block_fraction, 3) << '\n'
       << "  same, token-weighted         " << Fixed(s.shared_token_fraction, 3) << '\n'
       << "  same, without block 0        " << Fixed(s.shared_block_fraction_after_first, 3) << '\n'

@@ -52,13 +52,13 @@ struct TraceStats {
   uint64_t total_input_tokens = 0, total_output_tokens = 0;
 
   uint64_t blocks = 0, unique_blocks = 0;
-  double shared_block_fraction = 0;          // blocks seen in an earlier request / blocks
-  double shared_token_fraction = 0;          // reusable leading-prefix tokens / input tokens
+  double shared_block_fraction = 0;              // blocks seen in an earlier request / blocks
+  double shared_token_fraction = 0;              // reusable leading-prefix tokens / input tokens
   double shared_block_fraction_after_first = 0;  // the same, blocks at positions >= 1 only
   uint64_t distinct_first_blocks = 0;
-  Distribution reused_leading_blocks;        // per request: leading blocks seen before
+  Distribution reused_leading_blocks;  // per request: leading blocks seen before
   std::vector<std::pair<std::string, uint64_t>> reused_depth_histogram;  // "0", "1", "2-3", ...
-  double requests_reusing_1_plus = 0, requests_reusing_2_plus = 0;  // fractions of requests
+  double requests_reusing_1_plus = 0, requests_reusing_2_plus = 0;       // fractions of requests
   std::vector<SharingDepth> depths;
 };
 

@@ -35,8 +35,11 @@ void AttendOne(const ReferenceKv& kv, const float* q, double scale, uint32_t beg
     if (lse != nullptr) *lse = -std::numeric_limits<float>::infinity();
     return;
   }
-  std::vector<double> scores(end - begin);
-  std::vector<size_t> rows(end - begin);
+  // Reused between calls: a prefill reference calls this once per query row and head.
+  thread_local std::vector<double> scores, acc;
+  thread_local std::vector<size_t> rows;
+  scores.resize(end - begin);
+  rows.resize(end - begin);
   double max_score = -std::numeric_limits<double>::infinity();
   for (uint32_t t = begin; t < end; ++t) {
     const uint32_t block = kv.block_table[t / kv.layout.block_tokens];
@@ -48,7 +51,7 @@ void AttendOne(const ReferenceKv& kv, const float* q, double scale, uint32_t beg
     scores[t - begin] = scale * dot;
     max_score = std::max(max_score, scores[t - begin]);
   }
-  std::vector<double> acc(dim, 0.0);
+  acc.assign(dim, 0.0);
   double sum = 0;
   for (size_t i = 0; i < scores.size(); ++i) {
     const double weight = std::exp(scores[i] - max_score);

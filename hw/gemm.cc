@@ -3,10 +3,13 @@
 //
 // OpenBLAS (Debian's pthread build) keeps its own pool of worker threads whose size is process
 // state: we set it to the caller's `num_threads` only when it differs from the last value we set
-// (openblas_set_num_threads takes a lock and may resize the pool), so the BLAS workers and our
-// OpenMP kernels never together ask for more threads than the caller allows. Two threads calling
-// Gemm(kBlas) concurrently with different `num_threads` therefore race on that setting; the
-// engine calls GEMMs from one thread.
+// (openblas_set_num_threads takes a lock and may resize the pool), so one BLAS call never uses
+// more threads than the caller allows. Two threads calling Gemm(kBlas) concurrently with
+// different `num_threads` race on that setting; the engine calls GEMMs from one thread.
+// What this cannot prevent: OpenBLAS's pool and the OpenMP team are two sets of threads, and
+// each spins for a while after its work (libgomp ~ms, OpenBLAS yielding), so alternating BLAS
+// calls with OpenMP kernels on a machine with few cores has them compete for the cores — the
+// reason the default backend is Eigen, which runs on the OpenMP team (hw/README.md).
 #include "hw/gemm.h"
 
 #include <cblas.h>
@@ -26,8 +29,11 @@ void GemmEigenAvx2(uint32_t m, uint32_t n, uint32_t k, const float* a, const flo
 
 namespace {
 
-// The measured winner on the reference machine (hw/README.md, "GEMM backend").
-constexpr GemmBackend kMeasuredDefault = GemmBackend::kBlas;
+// The measured winner for the engine's configuration on the reference machine (hw/README.md,
+// "GEMM backend"): at the engine's default of all cores, Eigen on the engine's own OpenMP team
+// ties OpenBLAS in isolation and stays fast when GEMMs alternate with OpenMP kernels, where
+// OpenBLAS's separate thread pool lost 3–28× in the worst case measured (SCHED_FIFO).
+constexpr GemmBackend kMeasuredDefault = GemmBackend::kEigen;
 
 bool CpuHasAvx2Fma() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -75,7 +81,10 @@ std::string_view GemmBackendName(GemmBackend backend) {
   return "unknown";
 }
 
-GemmBackend DefaultGemmBackend() { return kMeasuredDefault; }
+GemmBackend DefaultGemmBackend() {
+  // Without AVX2 + FMA kEigen would run OpenBLAS anyway; say so in the records.
+  return CpuHasAvx2Fma() ? kMeasuredDefault : GemmBackend::kBlas;
+}
 
 void Gemm(GemmBackend backend, uint32_t m, uint32_t n, uint32_t k, const float* a, const float* b,
           float* c, int num_threads) {
@@ -90,7 +99,7 @@ void Gemm(GemmBackend backend, uint32_t m, uint32_t n, uint32_t k, const float* 
   FEATHER_CHECK(a != nullptr && b != nullptr, "Gemm: null A or B with m, n, k > 0");
   // Without AVX2 + FMA the Eigen kernel cannot run; OpenBLAS picks its kernels for the CPU at
   // load time, so it is the portable fallback (see gemm_eigen_avx2.cc for why there is no
-  // baseline Eigen build beside the AVX2 one).
+  // baseline Eigen build beside the AVX2 one). DefaultGemmBackend() then answers kBlas.
   if (backend == GemmBackend::kEigen && CpuHasAvx2Fma()) {
     internal::GemmEigenAvx2(m, n, k, a, b, c, num_threads);
   } else {

@@ -182,6 +182,12 @@ PeakGemmOptions PeakGemmOptions::Quick() {
   return options;
 }
 
+void OpenMpStep(float* x, size_t count, int num_threads) {
+  const auto n = static_cast<ptrdiff_t>(count);
+#pragma omp parallel for schedule(static) num_threads(std::max(1, num_threads))
+  for (ptrdiff_t i = 0; i < n; ++i) x[i] = 0.5F * x[i] + 1.0F;
+}
+
 int UsableThreads() {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -202,14 +208,23 @@ BandwidthResult MeasureReadBandwidth(const BandwidthOptions& options) {
   const size_t count = ElementsOf(options);
   const DoubleArray a = AllocateArray(count);
   ParallelFill(a.get(), count, 1.0, threads);
-  const auto n = static_cast<ptrdiff_t>(count);
+  // Eight independent partial sums per thread: one chain of dependent adds would be bound by
+  // the FP-add latency (~2 doubles per 3 cycles with SSE2), well below a core's load bandwidth.
+  constexpr ptrdiff_t kLanes = 8;
+  const auto blocks = static_cast<ptrdiff_t>(count) / kLanes;
   double sum = 0;
   const double* in = a.get();
   auto pass = [&] {
     double total = 0;
-    // `simd` licenses the reordered (vectorised, multi-accumulator) sum without -ffast-math.
-#pragma omp parallel for simd schedule(static) reduction(+ : total) num_threads(threads)
-    for (ptrdiff_t i = 0; i < n; ++i) total += in[i];
+#pragma omp parallel for schedule(static) reduction(+ : total) num_threads(threads)
+    for (ptrdiff_t block = 0; block < blocks; ++block) {
+      const double* x = in + block * kLanes;
+      double lanes[kLanes];
+      for (ptrdiff_t j = 0; j < kLanes; ++j) lanes[j] = x[j];
+      total += ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+               ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+    }
+    for (auto i = static_cast<size_t>(blocks * kLanes); i < count; ++i) total += in[i];
     sum = total;
   };
   BandwidthResult result = TimeBandwidth(options, 1, count, threads, pass);

@@ -99,6 +99,12 @@ struct PeakGemmOptions {
 [[nodiscard]] GemmFlopsResult MeasurePeakGemmFlops(GemmBackend backend, int num_threads,
                                                    const PeakGemmOptions& options = {});
 
+// One short OpenMP kernel (x[i] = 0.5·x[i] + 1 over `count` floats, static schedule on
+// `num_threads` threads): the kind of parallel step the CPU engine runs between its GEMMs. The
+// GEMM benchmarks alternate it with Gemm() to see how each backend's threads share the cores
+// with an OpenMP team. O(count); one fork/join.
+void OpenMpStep(float* x, size_t count, int num_threads);
+
 // The thread count the probes use for num_threads = 0: the CPUs this process may run on.
 [[nodiscard]] int UsableThreads();
 

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <charconv>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <initializer_list>
@@ -436,6 +437,17 @@ void ReadRoot(const YAML::Node& doc, YamlProblems& problems, Scenario& s,
 std::optional<std::string> ApplyOverride(YAML::Node& doc, const std::string& text,
                                          std::vector<InputProblem>& problems) {
   const size_t eq = text.find('=');
+  // Checked first, so that no message echoes the bad bytes (a file's text gets the same check in
+  // ParseYaml).
+  if (const std::optional<size_t> bad = FirstInvalidUtf8(text)) {
+    char byte[8];
+    std::snprintf(byte, sizeof(byte), "0x%02X", static_cast<unsigned char>(text[*bad]));
+    const bool in_value = eq != std::string::npos && *bad > eq;
+    problems.push_back({"--set", 0, in_value ? text.substr(0, eq) : "",
+                        std::string("not valid UTF-8: byte ") + byte + " at column " +
+                            std::to_string(*bad + 1) + " of the --set argument"});
+    return std::nullopt;
+  }
   if (eq == std::string::npos || eq == 0) {
     problems.push_back({"--set", 0, text, "expected key=value"});
     return std::nullopt;

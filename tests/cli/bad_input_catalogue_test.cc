@@ -261,6 +261,7 @@ std::vector<Case> Catalogue() {
       SetCase("set_zero_limit", {"limits.max_requests=0"}, "limits.max_requests", "out of range"),
       SetCase("set_without_equals", {"workload.requests"}, "workload.requests",
               "expected key=value"),
+      SetCase("set_not_utf8", {"name=caf\xe9"}, "name", "not valid UTF-8: byte 0xE9 at column 9"),
       SetCase("set_absurd_requests", {"workload.requests=20000000"}, "workload.requests",
               raise_requests),
   };

@@ -28,11 +28,11 @@ namespace feather {
 namespace {
 
 namespace fs = std::filesystem;
+using test::RunFeather;
+using test::RunResult;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Not;
-using test::RunFeather;
-using test::RunResult;
 
 const std::string kBase = std::string(FEATHER_SOURCE_DIR) + "/tests/cli/data/sweep_base.yaml";
 
@@ -65,9 +65,9 @@ TEST(SweepSpecTest, VaryIsACartesianProductWithTheLastKeyFastest) {
       "vary:\n"
       "  scheduler.stop: [always, bandit]\n"
       "  workload.arrival.rate: [10, 20, 50]\n");
-  EXPECT_THAT(Names(spec), ElementsAre("stop=always,rate=10", "stop=always,rate=20",
-                                       "stop=always,rate=50", "stop=bandit,rate=10",
-                                       "stop=bandit,rate=20", "stop=bandit,rate=50"));
+  EXPECT_THAT(Names(spec),
+              ElementsAre("stop=always,rate=10", "stop=always,rate=20", "stop=always,rate=50",
+                          "stop=bandit,rate=10", "stop=bandit,rate=20", "stop=bandit,rate=50"));
   EXPECT_THAT(spec.swept_keys, ElementsAre("scheduler.stop", "workload.arrival.rate"));
   EXPECT_THAT(spec.points[4].overrides,
               ElementsAre("scheduler.stop=bandit", "workload.arrival.rate=20"));
@@ -83,10 +83,10 @@ TEST(SweepSpecTest, PointsTimesVaryWithFixedOverridesFirst) {
       "  - {scheduler.selector: cht, scheduler.stop: bandit}\n"
       "vary: {workload.sharing.groups: [1, 5]}\n");
   EXPECT_EQ(spec.name, "my_sweep");
-  EXPECT_THAT(Names(spec), ElementsAre("selector=fcfs,stop=always,groups=1",
-                                       "selector=fcfs,stop=always,groups=5",
-                                       "selector=cht,stop=bandit,groups=1",
-                                       "selector=cht,stop=bandit,groups=5"));
+  EXPECT_THAT(
+      Names(spec),
+      ElementsAre("selector=fcfs,stop=always,groups=1", "selector=fcfs,stop=always,groups=5",
+                  "selector=cht,stop=bandit,groups=1", "selector=cht,stop=bandit,groups=5"));
   EXPECT_THAT(spec.points[3].overrides,
               ElementsAre("workload.requests=100", "scheduler.selector=cht",
                           "scheduler.stop=bandit", "workload.sharing.groups=5"));
@@ -97,14 +97,12 @@ TEST(SweepSpecTest, ZippedKeysVaryTogether) {
       "vary:\n"
       "  scheduler.selector, scheduler.stop: [[fcfs, always], [cht, bandit]]\n"
       "  workload.arrival.rate: [5, 10]\n");
-  EXPECT_THAT(Names(spec), ElementsAre("selector=fcfs,stop=always,rate=5",
-                                       "selector=fcfs,stop=always,rate=10",
-                                       "selector=cht,stop=bandit,rate=5",
-                                       "selector=cht,stop=bandit,rate=10"));
+  EXPECT_THAT(Names(spec),
+              ElementsAre("selector=fcfs,stop=always,rate=5", "selector=fcfs,stop=always,rate=10",
+                          "selector=cht,stop=bandit,rate=5", "selector=cht,stop=bandit,rate=10"));
   EXPECT_THAT(spec.swept_keys,
               ElementsAre("scheduler.selector", "scheduler.stop", "workload.arrival.rate"));
-  EXPECT_THROW((void)Expand("vary:\n  scheduler.selector, scheduler.stop: [[fcfs]]\n"),
-               InputError);
+  EXPECT_THROW((void)Expand("vary:\n  scheduler.selector, scheduler.stop: [[fcfs]]\n"), InputError);
 }
 
 TEST(SweepSpecTest, NoVaryNoPointsIsOneBasePoint) {
@@ -165,13 +163,12 @@ TEST(SweepSpecTest, ShardsTakeEveryNthPoint) {
 
 TEST(SweepSpecTest, StructuralProblemsAreAllReportedWithLines) {
   try {
-    (void)LoadSweepText(
-        "base: " + kBase + "\n"       // line 1
-        "vary:\n"                     // line 2
-        "  workload.arrival.rate: 5\n"  // line 3: not a list
-        "points: []\n"                // line 4: empty
-        "colour: red\n",              // line 5: unknown
-        "sweep.yaml", ".", false);
+    const std::string text = "base: " + kBase + "\n" +       // line 1
+                             "vary:\n"                       // line 2
+                             "  workload.arrival.rate: 5\n"  // line 3: not a list
+                             "points: []\n"                  // line 4: empty
+                             "colour: red\n";                // line 5: unknown
+    (void)LoadSweepText(text, "sweep.yaml", ".", false);
     FAIL() << "expected an InputError";
   } catch (const InputError& error) {
     const std::string what = error.what();
@@ -190,13 +187,15 @@ TEST(SweepSpecTest, RepeatedPointsAreAProblem) {
 
 TEST(SweepTableTest, ColumnsAndCsvQuoting) {
   std::vector<SweepTableRow> rows(2);
-  rows[0] = {"rate=5", {{"workload.arrival.rate", "5"}},
+  rows[0] = {"rate=5",
+             {{"workload.arrival.rate", "5"}},
              nlohmann::ordered_json::parse(
                  R"({"requests": 10, "throughput_tok_s": 1.5, "step_time_s_by_term": {"gemm": 2},
                      "selector": "cht", "stop": "bandit",
                      "scenario": {"model": "llama-3-8b", "profile": "a/b/rtx.yaml",
                                   "scheduler": {"reward_time": "decode-only"}}})")};
-  rows[1] = {"rate=x,y", {{"workload.arrival.rate", "x,y"}},
+  rows[1] = {"rate=x,y",
+             {{"workload.arrival.rate", "x,y"}},
              nlohmann::ordered_json::parse(R"({"requests": 12, "selector": "fcfs",
                                                "stop": "always"})")};
   const SweepTable table = BuildSweepTable({"workload.arrival.rate"}, rows);
@@ -209,7 +208,8 @@ TEST(SweepTableTest, ColumnsAndCsvQuoting) {
 
 TEST(SweepTableTest, ASweptKeyNamedLikeADerivedColumnIsOneColumn) {
   std::vector<SweepTableRow> rows(1);
-  rows[0] = {"model=qwen", {{"model", "qwen"}},
+  rows[0] = {"model=qwen",
+             {{"model", "qwen"}},
              nlohmann::ordered_json::parse(R"({"requests": 1, "selector": "cht", "stop": "bandit",
                                                "scenario": {"model": "/m/qwen.yaml"}})")};
   EXPECT_EQ(SweepTableCsv(BuildSweepTable({"model"}, rows)),
@@ -236,7 +236,8 @@ class SweepCommandTest : public ::testing::Test {
     WriteFile(file, "base: " + kBase + "\n" + extra +
                         "vary:\n"
                         "  scheduler.stop: [always, bandit]\n"
-                        "  workload.arrival.rate: " + rates + "\n");
+                        "  workload.arrival.rate: " +
+                        rates + "\n");
     return file;
   }
 
@@ -296,8 +297,7 @@ TEST_F(SweepCommandTest, RunsEveryPointAndWritesTheTable) {
 
 TEST_F(SweepCommandTest, AStaleFinishedPointRunsAgain) {
   const fs::path out = dir_ / "out";
-  ASSERT_EQ(RunFeather({"sweep", WriteSweep("[20]").string(), "--out", out.string()}).exit_code,
-            0);
+  ASSERT_EQ(RunFeather({"sweep", WriteSweep("[20]").string(), "--out", out.string()}).exit_code, 0);
   // Same point names, another scenario: the finished points no longer count.
   const fs::path changed = WriteSweep("[20]", "set: {seed: 9}\n");
   const RunResult run = RunFeather({"sweep", changed.string(), "--out", out.string()});
@@ -307,14 +307,14 @@ TEST_F(SweepCommandTest, AStaleFinishedPointRunsAgain) {
 
 TEST_F(SweepCommandTest, BadValuesAreReportedAtTheSweepFileLineAndNothingIsWritten) {
   const fs::path sweep = dir_ / "bad.yaml";
-  WriteFile(sweep, "base: " + kBase + "\n"             // 1
-                   "set:\n"                            // 2
-                   "  scheduler.selector: nonesuch\n"  // 3
-                   "vary:\n"                           // 4
-                   "  workload.arrival.rate:\n"        // 5
-                   "    - 10\n"                        // 6
-                   "    - -5\n"                        // 7
-                   "  workload.no_such_key: [1]\n");   // 8
+  WriteFile(sweep, "base: " + kBase + "\n" +               // 1
+                       "set:\n"                            // 2
+                       "  scheduler.selector: nonesuch\n"  // 3
+                       "vary:\n"                           // 4
+                       "  workload.arrival.rate:\n"        // 5
+                       "    - 10\n"                        // 6
+                       "    - -5\n"                        // 7
+                       "  workload.no_such_key: [1]\n");   // 8
   const fs::path out = dir_ / "out";
   const RunResult run = RunFeather({"sweep", sweep.string(), "--out", out.string()});
   EXPECT_EQ(run.exit_code, 2);
@@ -366,9 +366,9 @@ TEST_F(SweepCommandTest, ShardsMergedEqualTheSingleMachineTable) {
   // Shards sharing one folder (a cluster file system): the last one writes the table.
   const fs::path shared = dir_ / "shared";
   for (const char* shard : {"2/3", "3/3", "1/3"}) {
-    ASSERT_EQ(RunFeather({"sweep", sweep.string(), "--shard", shard, "--out", shared.string()})
-                  .exit_code,
-              0);
+    ASSERT_EQ(
+        RunFeather({"sweep", sweep.string(), "--shard", shard, "--out", shared.string()}).exit_code,
+        0);
   }
   EXPECT_EQ(ReadFile(shared / "table.csv"), ReadFile(single / "table.csv"));
   EXPECT_EQ(ReadFile(shared / "table.h5"), ReadFile(single / "table.h5"));
@@ -416,14 +416,13 @@ void ExpectOnlyCompletePoints(const fs::path& points) {
   }
 }
 
-class SweepInterruptTest : public SweepCommandTest,
-                           public ::testing::WithParamInterface<int> {};
+class SweepInterruptTest : public SweepCommandTest, public ::testing::WithParamInterface<int> {};
 
 TEST_P(SweepInterruptTest, KilledMidwayAndRerunGivesTheUninterruptedTable) {
   const int signal = GetParam();
   // Larger points, one at a time, so that the sweep is still busy after the first one.
-  const fs::path sweep =
-      WriteSweep("[20, 40, 60, 80]", "set: {workload.requests: 1500, workload.output_tokens: 60}\n");
+  const fs::path sweep = WriteSweep("[20, 40, 60, 80]",
+                                    "set: {workload.requests: 1500, workload.output_tokens: 60}\n");
   const fs::path full = dir_ / "full";
   ASSERT_EQ(RunFeather({"sweep", sweep.string(), "--out", full.string(), "--jobs", "1"}).exit_code,
             0);
@@ -466,16 +465,18 @@ TEST_P(SweepInterruptTest, KilledMidwayAndRerunGivesTheUninterruptedTable) {
 INSTANTIATE_TEST_SUITE_P(Signals, SweepInterruptTest, ::testing::Values(SIGKILL, SIGTERM),
                          [](const ::testing::TestParamInfo<int>& param_info) {
                            return param_info.param == SIGKILL ? std::string("SIGKILL")
-                                                        : std::string("SIGTERM");
+                                                              : std::string("SIGTERM");
                          });
 
 TEST_F(SweepCommandTest, AFailingPointIsReportedAndTheOthersStillRun) {
   // A malformed trace passes validation (the file exists) and fails when its point runs.
   const fs::path sweep = dir_ / "fail.yaml";
-  WriteFile(sweep, "base: " + kBase + "\n"
-                   "points:\n"
-                   "  - {seed: 1}\n"
-                   "  - {workload.trace: {path: " + (dir_ / "broken.jsonl").string() + "}}\n");
+  WriteFile(sweep, "base: " + kBase +
+                       "\n"
+                       "points:\n"
+                       "  - {seed: 1}\n"
+                       "  - {workload.trace: {path: " +
+                       (dir_ / "broken.jsonl").string() + "}}\n");
   WriteFile(dir_ / "broken.jsonl", "{\"timestamp\": 0}\n");
   const fs::path out = dir_ / "out";
   const RunResult run = RunFeather({"sweep", sweep.string(), "--out", out.string()});

@@ -19,11 +19,11 @@ namespace feather {
 namespace {
 
 namespace fs = std::filesystem;
+using test::RunFeather;
+using test::RunResult;
 using ::testing::ElementsAre;
 using ::testing::HasSubstr;
 using ::testing::Pair;
-using test::RunFeather;
-using test::RunResult;
 
 const std::string kTrace = std::string(FEATHER_SOURCE_DIR) + "/tests/cli/data/small_trace.jsonl";
 
@@ -70,22 +70,21 @@ TEST(TraceStatsTest, PrefixSharing) {
   const TraceStats s = FixtureStats();
   EXPECT_EQ(s.blocks, 10u);
   EXPECT_EQ(s.unique_blocks, 5u);
-  EXPECT_DOUBLE_EQ(s.shared_block_fraction, 0.5);               // 5 of 10 blocks seen before
-  EXPECT_DOUBLE_EQ(s.shared_block_fraction_after_first, 0.4);   // 2 of the 5 after block 0
+  EXPECT_DOUBLE_EQ(s.shared_block_fraction, 0.5);              // 5 of 10 blocks seen before
+  EXPECT_DOUBLE_EQ(s.shared_block_fraction_after_first, 0.4);  // 2 of the 5 after block 0
   EXPECT_DOUBLE_EQ(s.shared_token_fraction, 2560.0 / 4636.0);
   EXPECT_EQ(s.distinct_first_blocks, 2u);
   EXPECT_DOUBLE_EQ(s.requests_reusing_1_plus, 0.6);
   EXPECT_DOUBLE_EQ(s.requests_reusing_2_plus, 0.4);
   EXPECT_EQ(s.reused_leading_blocks.max, 2u);
-  EXPECT_THAT(s.reused_depth_histogram,
-              ElementsAre(Pair("0", 2u), Pair("1", 1u), Pair("2-3", 2u)));
+  EXPECT_THAT(s.reused_depth_histogram, ElementsAre(Pair("0", 2u), Pair("1", 1u), Pair("2-3", 2u)));
   ASSERT_EQ(s.depths.size(), 2u);  // no request has 4 blocks
   EXPECT_EQ(s.depths[0].depth_blocks, 1u);
   EXPECT_EQ(s.depths[0].requests, 5u);
   EXPECT_EQ(s.depths[0].distinct, 2u);         // first blocks 0 and 4
   EXPECT_EQ(s.depths[0].shared_requests, 4u);  // the four starting with block 0
   EXPECT_EQ(s.depths[1].requests, 4u);
-  EXPECT_EQ(s.depths[1].distinct, 2u);         // prefixes ending in block 1 or 3
+  EXPECT_EQ(s.depths[1].distinct, 2u);  // prefixes ending in block 1 or 3
   EXPECT_EQ(s.depths[1].shared_requests, 3u);
 }
 

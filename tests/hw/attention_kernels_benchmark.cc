@@ -172,6 +172,7 @@ struct DecodeSetup {
   std::vector<const uint32_t*> table_ptrs;
   std::vector<uint32_t> kv_end;
   std::vector<std::vector<uint32_t>> group_rows;
+  std::vector<std::vector<uint32_t>> prefix_tables;  // the groups' shared blocks
   std::vector<CascadeGroup> groups;
   std::vector<float> q, out, lse;
   uint32_t num_heads = 8;
@@ -204,7 +205,7 @@ std::unique_ptr<DecodeSetup> BuildDecodeSetup(const DecodeShape& shape) {
     next += count;
     return blocks;
   };
-  std::vector<std::vector<uint32_t>> prefixes;
+  std::vector<std::vector<uint32_t>>& prefixes = setup->prefix_tables;
   for (uint32_t g = 0; g < shape.groups; ++g) prefixes.push_back(take(prefix_blocks));
   setup->group_rows.resize(shape.groups);
   for (uint32_t r = 0; r < shape.requests; ++r) {

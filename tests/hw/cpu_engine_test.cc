@@ -7,6 +7,7 @@
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <stdlib.h>
 
 #include <algorithm>
 #include <cmath>
@@ -29,13 +30,19 @@ namespace {
 
 const std::string kTinyModel = std::string(FEATHER_SOURCE_DIR) + "/tests/hw/data/cpu-tiny.yaml";
 constexpr uint32_t kBlockTokens = 16;
+// Two threads where the kernels' parallel paths matter (split-KV decode, the cascade merge);
+// one elsewhere, which keeps the suite fast on a loaded machine (spinning OpenMP and OpenBLAS
+// workers then compete for the same cores).
 constexpr int kThreads = 2;
 
 ModelConfig TinyModel() { return LoadModelConfig(kTinyModel); }
 
-CpuEngineOptions Options(bool cascade) {
+// Eigen GEMMs, as `feather run` uses the engine (cli/engines.cc); the tied-embeddings test runs
+// the default options (OpenBLAS).
+CpuEngineOptions Options(bool cascade, int threads = kThreads) {
   CpuEngineOptions options;
-  options.num_threads = kThreads;
+  options.gemm_backend = GemmBackend::kEigen;
+  options.num_threads = threads;
   options.cascade_attention = cascade;
   return options;
 }
@@ -189,9 +196,9 @@ TEST(CpuEngineTest, CascadeUsedExactlyWhenShapeStepSaysSo) {
       spec.suffix_tokens = 24;
       spec.seed = groups + 1;
       const SyntheticBatch batch = MakeSyntheticBatch(spec);
-      CpuEngine engine(model, batch.pool_blocks, kBlockTokens, Options(cascade));
+      CpuEngine engine(model, batch.pool_blocks, kBlockTokens, Options(cascade, 1));
       const StepTiming t = engine.Execute(batch.plan);
-      const bool expected = ShapeStep(batch.plan, model, cascade, kThreads).cascade();
+      const bool expected = ShapeStep(batch.plan, model, cascade, 1).cascade();
       SCOPED_TRACE(testing::Message() << "groups " << groups << " cascade " << cascade);
       EXPECT_EQ(expected, cascade && groups == 1);
       EXPECT_EQ(t.cascade_used, expected);
@@ -215,7 +222,7 @@ TEST(CpuEngineTest, SamePlanAndKvGiveTheSameOutput) {
   spec.shared_prefix_tokens = 64;
   spec.suffix_tokens = 30;
   const SyntheticBatch batch = MakeSyntheticBatch(spec);
-  CpuEngine engine(model, batch.pool_blocks, kBlockTokens, Options(true));
+  CpuEngine engine(model, batch.pool_blocks, kBlockTokens, Options(true, 1));
   FillContexts(engine, batch, 64);
   (void)engine.Execute(batch.plan);
   const std::vector<uint32_t> argmax(engine.last_argmax().begin(), engine.last_argmax().end());
@@ -225,11 +232,11 @@ TEST(CpuEngineTest, SamePlanAndKvGiveTheSameOutput) {
             argmax);
   EXPECT_LE(RelativeDiff(engine.last_logits(), logits), 1e-6);
   // A second engine with the same seed computes the same; another seed does not.
-  CpuEngine twin(model, batch.pool_blocks, kBlockTokens, Options(true));
+  CpuEngine twin(model, batch.pool_blocks, kBlockTokens, Options(true, 1));
   FillContexts(twin, batch, 64);
   (void)twin.Execute(batch.plan);
   EXPECT_LE(RelativeDiff(twin.last_logits(), logits), 1e-6);
-  CpuEngineOptions other = Options(true);
+  CpuEngineOptions other = Options(true, 1);
   other.weight_seed = 2;
   CpuEngine different(model, batch.pool_blocks, kBlockTokens, other);
   FillContexts(different, batch, 64);
@@ -251,8 +258,9 @@ TEST(CpuEngineTest, CascadeAndPlainDecodeGiveTheSameLogits) {
     spec.suffix_jitter_tokens = 25;
     spec.pool_blocks = 600;
     const SyntheticBatch batch = MakeSyntheticBatch(spec);
-    CpuEngine on(model, 600, kBlockTokens, Options(true));
-    CpuEngine off(model, 600, kBlockTokens, Options(false));
+    const int threads = dtype_bytes == 4 ? kThreads : 1;  // both paths, at half the time
+    CpuEngine on(model, 600, kBlockTokens, Options(true, threads));
+    CpuEngine off(model, 600, kBlockTokens, Options(false, threads));
     FillContexts(on, batch, 320);
     FillContexts(off, batch, 320);
     const StepTiming t_on = on.Execute(batch.plan);
@@ -262,7 +270,7 @@ TEST(CpuEngineTest, CascadeAndPlainDecodeGiveTheSameLogits) {
     ASSERT_FALSE(t_off.cascade_used);
     EXPECT_LE(RelativeDiff(on.last_logits(), off.last_logits()), 1e-3);
     // The logits depend on the context at all (the fill steps mattered).
-    CpuEngine empty_kv(model, 600, kBlockTokens, Options(false));
+    CpuEngine empty_kv(model, 600, kBlockTokens, Options(false, 1));
     (void)empty_kv.Execute(batch.plan);
     EXPECT_GT(RelativeDiff(empty_kv.last_logits(), off.last_logits()), 1e-2);
   }
@@ -347,6 +355,10 @@ TEST(CpuEngineTest, FeatherRunOnTheCpuEngineWritesASummary) {
   namespace fs = std::filesystem;
   const fs::path out = fs::path(::testing::TempDir()) / "feather_cpu_engine_run";
   fs::remove_all(out);
+  // The child inherits this: OpenMP workers that sleep at once instead of spinning keep the run
+  // well under a second on a loaded 2-core machine, where spinning OpenMP and OpenBLAS workers
+  // otherwise fight over the cores (a functional test; timings do not matter here).
+  setenv("OMP_WAIT_POLICY", "passive", 1);
   const test::RunResult run = test::RunFeather({"run",
                                                 "--out",
                                                 out.string(),

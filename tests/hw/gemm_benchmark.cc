@@ -5,8 +5,9 @@
 // layer, not a cold pass over a whole model). Reports items/s as FLOP/s (2·m·n·k per product)
 // and bytes/s as the bytes of A, B and C touched once.
 //
-// Run: build/hw/gemm_benchmark --benchmark_filter=... ; the arguments are
-// backend (0 eigen, 1 blas), m, k, n, threads.
+// Run: <build>/tests/gemm_benchmark [--benchmark_filter=...]; the arguments are
+// backend (0 eigen, 1 blas), m, k, n, threads. On a shared machine, run it alone (hw/README.md,
+// "GEMM backend", says how the published figures were taken).
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -15,6 +16,7 @@
 #include <vector>
 
 #include "hw/gemm.h"
+#include "hw/probes.h"
 
 namespace feather::hw {
 namespace {
@@ -68,6 +70,45 @@ void EngineShapes(benchmark::internal::Benchmark* bench) {
 }
 
 BENCHMARK(BM_Gemm)->Apply(EngineShapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+// The engine's rhythm: a GEMM, then a short OpenMP kernel (64 K floats, about an attention step
+// of a small batch), on the same threads. With OpenBLAS two thread pools take turns on the cores
+// and each spins after its work; Eigen runs on the OpenMP team itself. Arguments as BM_Gemm;
+// items/s counts the GEMM's FLOPs only, the time is the pair's.
+void BM_GemmThenOpenMpStep(benchmark::State& state) {
+  const auto backend = static_cast<GemmBackend>(state.range(0));
+  const auto m = static_cast<uint32_t>(state.range(1));
+  const auto k = static_cast<uint32_t>(state.range(2));
+  const auto n = static_cast<uint32_t>(state.range(3));
+  const auto threads = static_cast<int>(state.range(4));
+  const auto a = RandomMatrix(static_cast<size_t>(m) * k, 1);
+  const auto b = RandomMatrix(static_cast<size_t>(k) * n, 2);
+  std::vector<float> c(static_cast<size_t>(m) * n);
+  std::vector<float> step(size_t{1} << 16, 1.0F);
+  for (auto _ : state) {
+    Gemm(backend, m, n, k, a.data(), b.data(), c.data(), threads);
+    OpenMpStep(step.data(), step.size(), threads);
+    benchmark::DoNotOptimize(c.data());
+    benchmark::DoNotOptimize(step.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * 2 * int64_t{m} * n * k);
+  state.SetLabel(std::string(GemmBackendName(backend)));
+}
+
+void AlternatingShapes(benchmark::internal::Benchmark* bench) {
+  bench->ArgNames({"backend", "m", "k", "n", "threads"});
+  for (const int64_t threads : {1, 2}) {
+    for (const int64_t m : {1, 8, 128}) {
+      for (const int64_t backend : {0, 1}) bench->Args({backend, m, 1024, 1536, threads});
+    }
+  }
+}
+
+BENCHMARK(BM_GemmThenOpenMpStep)
+    ->Apply(AlternatingShapes)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace feather::hw

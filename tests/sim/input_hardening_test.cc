@@ -117,7 +117,7 @@ TEST(TraceHardeningTest, TruncatedAndNonUtf8RecordsNameTheirField) {
                           R"(", "input_length": 5, "output_length": 2, "hash_ids": [0, 1]})"),
             "t.jsonl:1: note: not valid UTF-8: byte 0xC3 at column 28");
   // A line that is not JSON at all has no field to name.
-  EXPECT_EQ(TraceProblems("oops\n").rfind("t.jsonl:1: malformed JSON: parse error at column 2", 0),
+  EXPECT_EQ(TraceProblems("oops\n").rfind("t.jsonl:1: malformed JSON: parse error at column 1", 0),
             0u);
 }
 
