@@ -38,7 +38,7 @@ constexpr int kThreads = 2;
 ModelConfig TinyModel() { return LoadModelConfig(kTinyModel); }
 
 // Eigen GEMMs, as `feather run` uses the engine (cli/engines.cc); the tied-embeddings test runs
-// the default options (OpenBLAS).
+// OpenBLAS.
 CpuEngineOptions Options(bool cascade, int threads = kThreads) {
   CpuEngineOptions options;
   options.gemm_backend = GemmBackend::kEigen;
@@ -319,11 +319,12 @@ TEST(CpuEngineTest, BlocksWrittenByOneRequestAreReadByAnother) {
   EXPECT_LE(RelativeDiff(second, via_shared), 1e-4);
 }
 
-TEST(CpuEngineTest, TiedEmbeddingsAndDefaultThreads) {
+TEST(CpuEngineTest, TiedEmbeddingsDefaultThreadsAndOpenBlas) {
   ModelConfig model = TinyModel();
   model.tied_embeddings = true;
   CpuEngineOptions options;
   options.num_threads = 0;
+  options.gemm_backend = GemmBackend::kBlas;
   CpuEngine engine(model, 64, kBlockTokens, options);
   EXPECT_GE(engine.num_threads(), 1);
   EXPECT_EQ(engine.weight_bytes(), model.TotalParams() * sizeof(float));
