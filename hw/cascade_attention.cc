@@ -67,7 +67,7 @@ void RunPrefixTask(const SharedPrefixParams& p, const attention_internal::TileKe
     scratch.Lanes(b) = std::min(kLanes, lanes_total - b * kLanes);
     ClearLanesFrom(scratch, b, scratch.Lanes(b), dim);
   }
-  const KvRange range{p.k_pool, p.v_pool, &p.layout, p.prefix_block_table, g, begin, end};
+  const KvRange range{p.k_pool, p.v_pool, &p.layout, p.prefix_block_table, g, 1, begin, end};
   RunBatchesOverRange(kernels, scratch, batches, range, /*causal=*/false);
   for (uint32_t lane = 0; lane < lanes_total; ++lane) {
     const uint32_t i = lane / group;

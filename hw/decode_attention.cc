@@ -1,6 +1,8 @@
-// decode_attention.cc: PagedDecodeAttention — plans the split of a decode batch into
-// (request, kv head, KV chunk) tasks, runs them on OpenMP threads through the shared tile step
-// (attention_internal.h) and merges the chunks of split requests by log-sum-exp.
+// decode_attention.cc: PagedDecodeAttention — plans the split of a decode batch into (request,
+// KV chunk) tasks, each serving all of the request's query heads (every kv head's group as lane
+// batches), runs them on OpenMP threads through the shared tile step (attention_internal.h) and
+// merges the chunks of split requests by log-sum-exp. Tasks span all kv heads because a block's
+// kv-head tiles are adjacent in the pool: one task then streams each block as a contiguous run.
 #include "hw/decode_attention.h"
 
 #include <algorithm>
@@ -29,13 +31,12 @@ uint32_t RangeTokens(const DecodeAttentionParams& p, uint32_t r) {
   return p.kv_end[r] > begin ? p.kv_end[r] - begin : 0;
 }
 
-// Tokens per task of one (request, kv head): the whole range unless the batch is too small to
-// keep every thread busy (flash-decoding's split-KV).
+// Tokens per task (a request's chunk, all kv heads): the whole range unless the batch is too
+// small to keep every thread busy (flash-decoding's split-KV).
 uint32_t ChooseChunkTokens(const DecodeAttentionParams& p) {
   if (p.num_threads <= 1) return std::numeric_limits<uint32_t>::max();
   uint64_t work = 0;
   for (uint32_t r = 0; r < p.num_requests; ++r) work += RangeTokens(p, r);
-  work *= p.layout.kv_heads;
   const uint64_t per_task = work / (static_cast<uint64_t>(p.num_threads) * kTasksPerThread);
   const uint64_t block = p.layout.block_tokens;
   const uint64_t rounded = (per_task + block - 1) / block * block;
@@ -50,8 +51,9 @@ uint32_t PlanChunks(const DecodeAttentionParams& p, uint32_t chunk_tokens,
   offsets[0] = 0;
   uint32_t max_chunks = 1;
   for (uint32_t r = 0; r < p.num_requests; ++r) {
-    const uint32_t tokens = RangeTokens(p, r);
-    const uint32_t chunks = std::max(1u, (tokens + (chunk_tokens - 1)) / chunk_tokens);
+    const uint64_t tokens = RangeTokens(p, r);
+    const auto chunks =
+        static_cast<uint32_t>(std::max<uint64_t>(1, (tokens + chunk_tokens - 1) / chunk_tokens));
     max_chunks = std::max(max_chunks, chunks);
     offsets[r + 1] = offsets[r] + chunks;
   }
@@ -65,30 +67,36 @@ struct TaskOutput {
   uint32_t row;
 };
 
-// One request's query heads of kv head g over KV tokens [begin, end).
+// All query heads of request r over KV tokens [begin, end). Every kv head's group is a set of
+// lane batches, and the walk visits a block's kv heads one after the other: their tiles are
+// adjacent in the pool, so the task streams each block's K (and V) as one contiguous run.
 void RunTask(const DecodeAttentionParams& p, const attention_internal::TileKernels& kernels,
-             uint32_t r, uint32_t g, uint32_t begin, uint32_t end, const TaskOutput& output) {
+             uint32_t r, uint32_t begin, uint32_t end, const TaskOutput& output) {
   using namespace attention_internal;
   const uint32_t dim = p.layout.head_dim;
   const uint32_t group = p.num_heads / p.layout.kv_heads;
-  const uint32_t batches = (group + kLanes - 1) / kLanes;
+  const uint32_t per_head = (group + kLanes - 1) / kLanes;
   LaneScratch& scratch = ThreadLaneScratch();
-  scratch.Reserve(batches, dim);
-  const uint32_t first_head = g * group;
-  for (uint32_t b = 0; b < batches; ++b) {
-    const uint32_t lanes = std::min(kLanes, group - b * kLanes);
-    scratch.Lanes(b) = lanes;
-    for (uint32_t j = 0; j < lanes; ++j) {
-      const size_t head = size_t{r} * p.num_heads + first_head + b * kLanes + j;
-      InitLane(scratch, b, j, p.q + head * dim, p.scale, dim);
+  scratch.Reserve(per_head * p.layout.kv_heads, dim);
+  for (uint32_t g = 0; g < p.layout.kv_heads; ++g) {
+    for (uint32_t i = 0; i < per_head; ++i) {
+      const uint32_t b = g * per_head + i;
+      const uint32_t lanes = std::min(kLanes, group - i * kLanes);
+      scratch.Lanes(b) = lanes;
+      for (uint32_t j = 0; j < lanes; ++j) {
+        const size_t head = size_t{r} * p.num_heads + g * group + i * kLanes + j;
+        InitLane(scratch, b, j, p.q + head * dim, p.scale, dim);
+      }
+      ClearLanesFrom(scratch, b, lanes, dim);
     }
-    ClearLanesFrom(scratch, b, lanes, dim);
   }
-  const KvRange range{p.k_pool, p.v_pool, &p.layout, p.block_tables[r], g, begin, end};
-  RunBatchesOverRange(kernels, scratch, batches, range, /*causal=*/false);
-  for (uint32_t h = 0; h < group; ++h) {
-    const size_t head = size_t{output.row} * p.num_heads + first_head + h;
-    FinishLane(scratch, h / kLanes, h % kLanes, dim, output.out + head * dim,
+  const KvRange range{p.k_pool, p.v_pool,          &p.layout, p.block_tables[r],
+                      0,        p.layout.kv_heads, begin,     end};
+  RunBatchesOverRange(kernels, scratch, per_head, range, /*causal=*/false);
+  for (uint32_t h = 0; h < p.num_heads; ++h) {
+    const uint32_t g = h / group, j = h % group;
+    const size_t head = size_t{output.row} * p.num_heads + h;
+    FinishLane(scratch, g * per_head + j / kLanes, j % kLanes, dim, output.out + head * dim,
                output.lse == nullptr ? nullptr : output.lse + head);
   }
 }
@@ -104,6 +112,45 @@ void CheckParams(const DecodeAttentionParams& p) {
                 "q, out, block_tables and kv_end are required");
 }
 
+// The KV tokens of global chunk `index`: request r's tokens [begin, end).
+struct ChunkRange {
+  uint32_t index;
+  uint32_t request;
+  uint32_t begin;
+  uint32_t end;
+  bool alone;  // the request's only chunk: its result goes straight to out
+};
+
+ChunkRange LocateChunk(const DecodeAttentionParams& p, const std::vector<uint32_t>& offsets,
+                       uint32_t chunk_tokens, uint32_t index) {
+  const auto r = static_cast<uint32_t>(std::upper_bound(offsets.begin() + 1, offsets.end(), index) -
+                                       (offsets.begin() + 1));
+  const uint64_t begin = RangeBegin(p, r) + uint64_t{index - offsets[r]} * chunk_tokens;
+  const uint64_t end = std::min<uint64_t>(p.kv_end[r], begin + chunk_tokens);
+  return {index, r, static_cast<uint32_t>(begin), static_cast<uint32_t>(std::max(begin, end)),
+          offsets[r + 1] - offsets[r] == 1};
+}
+
+// Merges the chunks of every split request by log-sum-exp into out and lse. Called inside the
+// parallel region: the heads are shared out among its threads.
+void CombineSplitRequests(const DecodeAttentionParams& p, const std::vector<uint32_t>& offsets,
+                          const DecodeWorkspace& workspace) {
+  const uint32_t heads = p.num_heads;
+  const uint32_t dim = p.layout.head_dim;
+#pragma omp for schedule(static)
+  for (int64_t rh = 0; rh < int64_t{p.num_requests} * heads; ++rh) {
+    const auto r = static_cast<uint32_t>(rh / heads);
+    const auto h = static_cast<uint32_t>(rh % heads);
+    const uint32_t chunks = offsets[r + 1] - offsets[r];
+    if (chunks == 1) continue;
+    const size_t first = size_t{offsets[r]} * heads + h;
+    attention_internal::CombineStates(workspace.partial_out.data() + first * dim,
+                                      size_t{heads} * dim, workspace.partial_lse.data() + first,
+                                      heads, chunks, dim, p.out + (size_t{r} * heads + h) * dim,
+                                      p.lse == nullptr ? nullptr : p.lse + size_t{r} * heads + h);
+  }
+}
+
 }  // namespace
 
 void PagedDecodeAttention(const DecodeAttentionParams& params, DecodeWorkspace& workspace) {
@@ -117,48 +164,23 @@ void PagedDecodeAttention(const DecodeAttentionParams& params, DecodeWorkspace& 
   const uint32_t chunk_tokens = ChooseChunkTokens(params);
   const bool split = PlanChunks(params, chunk_tokens, offsets) > 1;
   const uint32_t total_chunks = offsets[params.num_requests];
-  const uint32_t heads = params.num_heads;
-  const uint32_t dim = params.layout.head_dim;
   if (split) {
-    workspace.partial_out.resize(size_t{total_chunks} * heads * dim);
-    workspace.partial_lse.resize(size_t{total_chunks} * heads);
+    workspace.partial_out.resize(size_t{total_chunks} * params.num_heads * params.layout.head_dim);
+    workspace.partial_lse.resize(size_t{total_chunks} * params.num_heads);
   }
-  const int64_t tasks = int64_t{total_chunks} * params.layout.kv_heads;
   const int threads = std::max(1, params.num_threads);
 #pragma omp parallel num_threads(threads) if (threads > 1)
   {
 #pragma omp for schedule(dynamic, 1)
-    for (int64_t task = 0; task < tasks; ++task) {
-      const auto chunk = static_cast<uint32_t>(task / params.layout.kv_heads);
-      const auto g = static_cast<uint32_t>(task % params.layout.kv_heads);
-      const auto r = static_cast<uint32_t>(
-          std::upper_bound(offsets.begin() + 1, offsets.end(), chunk) - (offsets.begin() + 1));
-      const uint32_t index = chunk - offsets[r];
-      const uint32_t begin = RangeBegin(params, r) + index * chunk_tokens;
-      const uint32_t end = std::min(
-          params.kv_end[r],
-          static_cast<uint32_t>(std::min<uint64_t>(uint64_t{begin} + chunk_tokens, UINT32_MAX)));
-      const bool alone = offsets[r + 1] - offsets[r] == 1;
-      const TaskOutput output =
-          alone ? TaskOutput{params.out, params.lse, r}
-                : TaskOutput{workspace.partial_out.data(), workspace.partial_lse.data(), chunk};
-      RunTask(params, kernels, r, g, begin, std::max(begin, end), output);
+    for (int64_t task = 0; task < int64_t{total_chunks}; ++task) {
+      const ChunkRange chunk =
+          LocateChunk(params, offsets, chunk_tokens, static_cast<uint32_t>(task));
+      const TaskOutput output = chunk.alone ? TaskOutput{params.out, params.lse, chunk.request}
+                                            : TaskOutput{workspace.partial_out.data(),
+                                                         workspace.partial_lse.data(), chunk.index};
+      RunTask(params, kernels, chunk.request, chunk.begin, chunk.end, output);
     }
-    if (split) {
-#pragma omp for schedule(static)
-      for (int64_t rh = 0; rh < int64_t{params.num_requests} * heads; ++rh) {
-        const auto r = static_cast<uint32_t>(rh / heads);
-        const auto h = static_cast<uint32_t>(rh % heads);
-        const uint32_t chunks = offsets[r + 1] - offsets[r];
-        if (chunks == 1) continue;
-        const size_t first = size_t{offsets[r]} * heads + h;
-        attention_internal::CombineStates(
-            workspace.partial_out.data() + first * dim, size_t{heads} * dim,
-            workspace.partial_lse.data() + first, heads, chunks, dim,
-            params.out + (size_t{r} * heads + h) * dim,
-            params.lse == nullptr ? nullptr : params.lse + size_t{r} * heads + h);
-      }
-    }
+    if (split) CombineSplitRequests(params, offsets, workspace);
   }
 }
 

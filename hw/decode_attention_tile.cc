@@ -17,6 +17,7 @@ namespace {
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 constexpr float kLog2E = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
+constexpr size_t kLookaheadBytes = 4096;
 std::atomic<AttentionIsa> forced_isa{AttentionIsa::kAuto};
 
 bool CpuHasAvx2Fma() {
@@ -48,21 +49,23 @@ bool ApplyCausalLimits(LaneScratch& scratch, uint32_t b, uint32_t tile_start, Ti
   return true;
 }
 
-// Where a tile's rows are, and the tile after it (null at the end of the range).
+// Where a tile's rows are, and those of the tiles to prefetch (TileArgs::next_k; null past
+// the range).
 struct TilePointers {
   const void* k;
   const void* v;
   const void* next_k;
   const void* next_v;
+  const void* after_k;
 };
 
-// One tile of `tokens` rows starting at token `tile_start`, every batch in turn; the first batch
-// that runs prefetches the next tile, the others find this one in L1.
-void RunTile(const TileFn (*fns)[2], LaneScratch& scratch, uint32_t num_batches,
+// One tile of `tokens` rows starting at token `tile_start`, batches [first, first + count) in
+// turn; the first batch that runs prefetches the next tiles, the others find this one in L1.
+void RunTile(const TileFn (*fns)[2], LaneScratch& scratch, uint32_t first, uint32_t count,
              const TilePointers& tile, uint32_t tile_start, uint32_t tokens, uint32_t head_dim,
              bool causal) {
   bool prefetched = false;
-  for (uint32_t b = 0; b < num_batches; ++b) {
+  for (uint32_t b = first; b < first + count; ++b) {
     TileArgs args{scratch.Q(b),
                   scratch.O(b),
                   scratch.M(b),
@@ -72,6 +75,7 @@ void RunTile(const TileFn (*fns)[2], LaneScratch& scratch, uint32_t num_batches,
                   nullptr,
                   prefetched ? nullptr : tile.next_k,
                   prefetched ? nullptr : tile.next_v,
+                  prefetched ? nullptr : tile.after_k,
                   tokens,
                   head_dim};
     int32_t relative[kLanes];
@@ -147,33 +151,53 @@ void FinishLane(LaneScratch& scratch, uint32_t b, uint32_t lane, uint32_t head_d
   if (lse != nullptr) *lse = (scratch.M(b)[lane] + std::log2(sum)) * kLn2;
 }
 
-void RunBatchesOverRange(const TileKernels& kernels, LaneScratch& scratch, uint32_t num_batches,
-                         const KvRange& range, bool causal) {
+void RunBatchesOverRange(const TileKernels& kernels, LaneScratch& scratch,
+                         uint32_t batches_per_head, const KvRange& range, bool causal) {
   const PagedKvLayout& layout = *range.layout;
   const size_t elem_bytes = KvDtypeBytes(layout.dtype);
-  const size_t row_bytes = size_t{layout.head_dim} * elem_bytes;
   const uint32_t block_tokens = layout.block_tokens;
   const auto* k_pool = static_cast<const char*>(range.k_pool);
   const auto* v_pool = static_cast<const char*>(range.v_pool);
   const TileFn(*fns)[2] = kernels.fn[layout.dtype == KvDtype::kFp32 ? 0 : 1];
-  // Byte offset of token `pos` of this kv head in both pools.
-  auto offset_of = [&](uint32_t pos) {
-    const size_t tile = layout.Offset(range.block_table[pos / block_tokens], range.kv_head, 0);
-    return tile * elem_bytes + (pos % block_tokens) * row_bytes;
+  // Tiles are visited as (first token, head offset h) in token-then-head order.
+  struct Step {
+    uint32_t pos;
+    uint32_t h;
   };
-  uint32_t pos = range.begin;
-  size_t offset = pos < range.end ? offset_of(pos) : 0;
-  while (pos < range.end) {
-    const uint32_t block_end = std::min(range.end, (pos / block_tokens + 1) * block_tokens);
-    const uint32_t tokens = std::min(kTileTokens, block_end - pos);
-    const uint32_t next = pos + tokens;
-    const size_t next_offset = next < range.end ? offset_of(next) : 0;
-    const TilePointers tile{k_pool + offset, v_pool + offset,
-                            next < range.end ? k_pool + next_offset : nullptr,
-                            next < range.end ? v_pool + next_offset : nullptr};
-    RunTile(fns, scratch, num_batches, tile, pos, tokens, layout.head_dim, causal);
-    pos = next;
-    offset = next_offset;
+  auto offset_of = [&](Step step) {
+    const uint32_t block = range.block_table[step.pos / block_tokens];
+    return layout.Offset(block, range.kv_head + step.h, step.pos % block_tokens) * elem_bytes;
+  };
+  // The tile after `step` (tiles never straddle blocks); pos == end past the last one.
+  auto following = [&](Step step) {
+    if (step.h + 1 < range.kv_heads) return Step{step.pos, step.h + 1};
+    const uint32_t block_end = (step.pos / block_tokens + 1) * block_tokens;
+    return Step{std::min({range.end, block_end, step.pos + kTileTokens}), 0};
+  };
+  auto k_at = [&](Step s) { return s.pos < range.end ? k_pool + offset_of(s) : nullptr; };
+  auto v_at = [&](Step s) { return s.pos < range.end ? v_pool + offset_of(s) : nullptr; };
+  // Prefetch `hops` tiles ahead, at least kLookaheadBytes: a smaller window (bf16, short head
+  // dims) keeps too few lines in flight to cover the memory latency.
+  const size_t tile_bytes =
+      size_t{std::min(block_tokens, kTileTokens)} * layout.head_dim * elem_bytes;
+  const uint32_t hops =
+      static_cast<uint32_t>(std::max<size_t>(1, (kLookaheadBytes + tile_bytes - 1) / tile_bytes));
+  auto skip = [&](Step s) {
+    for (uint32_t i = 0; i < hops && s.pos < range.end; ++i) s = following(s);
+    return s;
+  };
+  Step next = skip(Step{range.begin, 0});
+  Step after = skip(next);
+  for (Step step{range.begin, 0}; step.pos < range.end;) {
+    const TilePointers tile{k_at(step), v_at(step), k_at(next), v_at(next), k_at(after)};
+    const uint32_t tokens = std::min({range.end, (step.pos / block_tokens + 1) * block_tokens,
+                                      step.pos + kTileTokens}) -
+                            step.pos;
+    RunTile(fns, scratch, step.h * batches_per_head, batches_per_head, tile, step.pos, tokens,
+            layout.head_dim, causal);
+    step = following(step);
+    next = following(next);
+    after = following(after);
   }
 }
 

@@ -44,8 +44,8 @@ void RunPrefillTask(const PrefillAttentionParams& p, const attention_internal::T
     scratch.Lanes(b) = std::min(kLanes, lanes_total - b * kLanes);
     ClearLanesFrom(scratch, b, scratch.Lanes(b), dim);
   }
-  const KvRange range{
-      p.k_pool, p.v_pool, &p.layout, p.block_tables[r], g, 0, p.context[r] + first + count};
+  const KvRange range{p.k_pool, p.v_pool, &p.layout, p.block_tables[r],
+                      g,        1,        0,         p.context[r] + first + count};
   RunBatchesOverRange(kernels, scratch, batches, range, /*causal=*/true);
   for (uint32_t lane = 0; lane < lanes_total; ++lane) {
     const uint32_t token = first + lane / group;

@@ -13,7 +13,7 @@ targets=()
 for arg in "$@"; do
   case $arg in
     -h | --help)
-      sed -n '2,9p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
+      sed -n '2,8p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'
       exit 0
       ;;
     *[!0-9]*) targets+=("$arg") ;;

@@ -14,8 +14,14 @@
 // Every kernel benchmark first checks a sample of its output against the double reference
 // (hw/attention_reference.h) and reports verify_failed instead of a time when it differs.
 //
-// Run (Release build):
-//   build-kernels/tests/attention_kernels_benchmark --benchmark_counters_tabular=true
+// Pools (and the bandwidth array) are 2 MiB-aligned and advised into transparent huge pages.
+// Bandwidth figures only mean something on an otherwise idle machine; on a shared one, take the
+// median of repetitions and compare figures from the same run.
+//
+// Run (Release build), e.g. the headline decode-vs-bandwidth comparison:
+//   build-kernels/tests/attention_kernels_benchmark --benchmark_repetitions=3
+//     --benchmark_report_aggregates_only=true
+//     --benchmark_filter='ReadBandwidth/threads:2|PagedDecode/.*/shared:0/threads:2'
 // OpenMP is private to feather_hw, so the bandwidth loop here uses std::thread.
 #include <benchmark/benchmark.h>
 #include <sys/mman.h>

@@ -481,24 +481,36 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionKernelsTest,
                                                               AttentionIsa::kAvx2)),
                          ShapeName);
 
-// Other head dims (any multiple of 8), wider groups (more than one lane batch per kv head).
-TEST(AttentionKernelsOddShapesTest, DecodeHandlesOtherHeadDimsAndWideGroups) {
+// Other head dims (any multiple of 8), wider groups (more than one lane batch per kv head), more
+// kv heads per block (a decode task walks all of a block's kv heads), other block sizes.
+TEST(AttentionKernelsOddShapesTest, DecodeHandlesOtherHeadDimsGroupsAndKvHeads) {
+  struct Shape {
+    uint32_t dim, group, kv_heads, block_tokens;
+  };
+  const std::vector<Shape> shapes = {{8, 3, 1, 16},  {24, 9, 2, 16}, {40, 16, 1, 8},
+                                     {96, 2, 3, 16}, {256, 5, 1, 4}, {64, 1, 8, 32}};
   for (const AttentionIsa isa : {AttentionIsa::kScalar, AttentionIsa::kAvx2}) {
     ScopedIsa forced(isa);
     DecodeWorkspace workspace;
-    for (const auto& [dim, group] :
-         std::vector<std::pair<uint32_t, uint32_t>>{{8, 3}, {24, 9}, {40, 16}, {96, 2}, {256, 5}}) {
-      Rng rng(dim * 7 + group);
-      Pools pools(rng, 300, 1, dim, 16, KvDtype::kFp32);
+    for (const Shape& shape : shapes) {
+      Rng rng(shape.dim * 7 + shape.group);
+      const std::vector<uint32_t> lengths = {1, 33, 290, 700};
+      uint32_t blocks = 0;
+      for (const uint32_t end : lengths) blocks += BlocksFor(end, shape.block_tokens);
+      Pools pools(rng, blocks, shape.kv_heads, shape.dim, shape.block_tokens, KvDtype::kFp32);
       Batch batch;
-      for (const uint32_t end : {1u, 33u, 290u, 700u}) {
-        batch.Add(pools.Take(BlocksFor(end, 16)), 0, end);
+      for (const uint32_t end : lengths) {
+        batch.Add(pools.Take(BlocksFor(end, shape.block_tokens)), 0, end);
       }
       batch.Finish();
-      const auto q = RandomFloats(rng, size_t{batch.size()} * group * dim, 1.0f);
-      ExpectDecodeMatchesReference(
-          DecodeParams(pools, batch, group, q, 2), workspace,
-          "dim " + std::to_string(dim) + " group " + std::to_string(group));
+      const uint32_t heads = shape.group * shape.kv_heads;
+      const auto q = RandomFloats(rng, size_t{batch.size()} * heads * shape.dim, 1.0f);
+      for (const int threads : {1, 2}) {
+        ExpectDecodeMatchesReference(DecodeParams(pools, batch, heads, q, threads), workspace,
+                                     "dim " + std::to_string(shape.dim) + " group " +
+                                         std::to_string(shape.group) + " kv heads " +
+                                         std::to_string(shape.kv_heads));
+      }
     }
   }
 }
