@@ -185,6 +185,24 @@ TEST(SweepSpecTest, RepeatedPointsAreAProblem) {
 
 // ---- Table ------------------------------------------------------------------------------------
 
+// Every shipped sweep file expands and every one of its points loads as a scenario.
+TEST(SweepSpecTest, EveryShippedSweepIsValid) {
+  const fs::path dir = fs::path(FEATHER_SOURCE_DIR) / "scenarios" / "sweeps";
+  const bool have_traces =
+      fs::exists(fs::path(FEATHER_SOURCE_DIR) / "../shared/traces/conversation_trace.jsonl");
+  int checked = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() != ".yaml") continue;
+    if (!have_traces && entry.path().stem().string().find("trace") != std::string::npos) continue;
+    SCOPED_TRACE(entry.path().string());
+    SweepSpec spec;
+    EXPECT_NO_THROW(spec = LoadSweepFile(entry.path().string()));
+    EXPECT_FALSE(spec.points.empty());
+    ++checked;
+  }
+  EXPECT_GE(checked, 10);
+}
+
 TEST(SweepTableTest, ColumnsAndCsvQuoting) {
   std::vector<SweepTableRow> rows(2);
   rows[0] = {"rate=5",
