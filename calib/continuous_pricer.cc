@@ -17,6 +17,7 @@ ContinuousPricer::ContinuousPricer(const DeviceProfile& p, const ModelConfig& mo
                       (p.dram_bw_bytes_per_s * p.gemm_bw_efficiency);
   linear_ns_per_token_ = model.LinearFlopsPerToken() * kNsPerS / gemm_flops;
   lm_head_ns_per_token_ = model.LmHeadFlopsPerToken() * kNsPerS / gemm_flops;
+  gemm_batched_fixed_ns_ = p.gemm_batched_fixed_ns;
   dram_ns_per_kv_token_ = kv_bytes * kNsPerS / attn_dram_bw;
   l2_ns_per_kv_token_ = kv_bytes * kNsPerS / p.l2_bw_bytes_per_s;
   attn_ns_per_pair_ =
@@ -34,9 +35,10 @@ std::array<double, kNumStepTerms> ContinuousPricer::Terms(const StepShape& shape
   if (shape.requests <= 0) return terms;
   const double p = shape.cascade_prefix_tokens;
   auto at = [&terms](StepTerm term) -> double& { return terms[static_cast<size_t>(term)]; };
-  at(StepTerm::kGemm) =
-      std::max(weight_stream_ns_, shape.new_tokens * linear_ns_per_token_ +
-                                      shape.sampled_tokens * lm_head_ns_per_token_);
+  at(StepTerm::kGemm) = std::max(
+      weight_stream_ns_, shape.new_tokens * linear_ns_per_token_ +
+                             shape.sampled_tokens * lm_head_ns_per_token_ +
+                             (shape.new_tokens >= 2 ? gemm_batched_fixed_ns_ : 0.0));
   if (shape.cascade()) {
     at(StepTerm::kCascadePrefix) =
         std::max(p * dram_ns_per_kv_token_, shape.new_tokens * p * attn_ns_per_pair_) +

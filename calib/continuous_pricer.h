@@ -25,6 +25,7 @@ class ContinuousPricer {
  private:
   double weight_stream_ns_ = 0;
   double linear_ns_per_token_ = 0;
+  double gemm_batched_fixed_ns_ = 0;
   double lm_head_ns_per_token_ = 0;
   double dram_ns_per_kv_token_ = 0;
   double l2_ns_per_kv_token_ = 0;

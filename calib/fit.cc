@@ -41,6 +41,7 @@ size_t ParameterIndex(std::string_view name) {
 struct Indices {
   size_t gemm_bw = ParameterIndex("gemm_bw_efficiency");
   size_t gemm_flops = ParameterIndex("gemm_flops_efficiency");
+  size_t gemm_fixed = ParameterIndex("gemm_batched_fixed_ns");
   size_t attn_bw = ParameterIndex("attn_bw_efficiency");
   size_t attn_flops = ParameterIndex("attn_flops_efficiency");
   size_t l2_bw = ParameterIndex("l2_bw_bytes_per_s");
@@ -167,6 +168,8 @@ class Fitter {
   std::vector<size_t> Free(std::initializer_list<size_t> indices) const;
 
   void FitGemm(TermState& state);
+  // The two efficiencies of the gemm roofline (and gemm_batched_fixed_ns when in `free`).
+  void FitGemmEfficiencies(TermState& state, const std::vector<size_t>& free);
   void FitDecode(TermState& state);
   void FitPrefill(TermState& state);
   void FitCascade(TermState& state);
@@ -336,13 +339,57 @@ std::vector<double> Quantiles(std::vector<double> values, double fallback) {
   return q;
 }
 
-// --- gemm: max(weights / (dram · e_bw), flops / (peak · e_flops)) ---
+// --- gemm: max(weights / (dram · e_bw), flops / (peak · e_flops) + [n ≥ 2] · fixed) ---
 
 void Fitter::FitGemm(TermState& state) {
   const Indices& ix = Ix();
-  const std::vector<size_t> free = Free({ix.gemm_bw, ix.gemm_flops});
+  std::vector<size_t> free = Free({ix.gemm_bw, ix.gemm_flops});
   const std::vector<size_t>& rows = state.rows.fit;
   if (free.empty() || rows.size() < free.size()) return;
+  FitGemmEfficiencies(state, free);
+  if (held_[ix.gemm_fixed]) return;
+  // The batched fixed cost (CPU weight repacking): tried at a few multiples of the weight-stream
+  // time, kept only when it lowers the fit cost and both single-token and batched rows are there
+  // to tell it apart from the weight stream.
+  size_t single = 0, batched = 0;
+  for (const size_t i : rows) (rows_[i].shape.new_tokens >= 2 ? batched : single) += 1;
+  if (single < kMinRowsPerSide || batched < kMinRowsPerSide) {
+    Param(state, ix.gemm_fixed).why =
+        "needs at least 2 single-token and 2 batched gemm rows; kept at the base value";
+    return;
+  }
+  const DeviceProfile profile_without = profile_;
+  const TermState state_without = state;
+  const double stream_ns = static_cast<double>(model_.StepWeightBytes()) * kNsPerS /
+                           (profile_.dram_bw_bytes_per_s * profile_.gemm_bw_efficiency);
+  double best_cost = Cost(StepTerm::kGemm, rows);
+  DeviceProfile best_profile = profile_without;
+  TermState best_state = state_without;
+  for (const double multiple : {0.25, 0.5, 1.0, 2.0, 4.0}) {
+    profile_ = profile_without;
+    state = state_without;
+    profile_.gemm_batched_fixed_ns = multiple * stream_ns;
+    std::vector<size_t> with_fixed = free;
+    with_fixed.push_back(ix.gemm_fixed);
+    FitGemmEfficiencies(state, with_fixed);
+    const double cost = Cost(StepTerm::kGemm, rows);
+    if (cost < best_cost) {
+      best_cost = cost;
+      best_profile = profile_;
+      best_state = state;
+    }
+  }
+  const bool kept = best_profile.gemm_batched_fixed_ns != profile_without.gemm_batched_fixed_ns;
+  profile_ = best_profile;
+  state = best_state;
+  ParameterFit& fixed = Param(state, ix.gemm_fixed);
+  fixed.fitted = kept;
+  if (!kept) fixed.why = "the rows fit best without a batched fixed cost; kept at the base value";
+}
+
+void Fitter::FitGemmEfficiencies(TermState& state, const std::vector<size_t>& free) {
+  const Indices& ix = Ix();
+  const std::vector<size_t>& rows = state.rows.fit;
   // ns at efficiency 1: the weight stream A and the compute F_i of each row.
   const double a =
       static_cast<double>(model_.StepWeightBytes()) * kNsPerS / profile_.dram_bw_bytes_per_s;
@@ -359,24 +406,29 @@ void Fitter::FitGemm(TermState& state) {
   }
   const std::vector<double> bw = Quantiles(bw_candidates, profile_.gemm_bw_efficiency);
   const std::vector<double> fl = Quantiles(flops_candidates, profile_.gemm_flops_efficiency);
+  const bool both = !held_[ix.gemm_bw] && !held_[ix.gemm_flops];
+  const std::vector<size_t> rates =
+      both ? std::vector<size_t>{ix.gemm_bw, ix.gemm_flops} : std::vector<size_t>{free[0]};
   std::vector<std::vector<double>> grid;
-  if (free.size() == 2) {
+  if (both) {
     for (const double b : bw) {
       for (const double f : fl) grid.push_back({b, f});
     }
   } else {
-    for (const double v : free[0] == ix.gemm_bw ? bw : fl) grid.push_back({v});
+    for (const double v : rates[0] == ix.gemm_bw ? bw : fl) grid.push_back({v});
   }
-  GridStart(StepTerm::kGemm, rows, free, grid);
+  GridStart(StepTerm::kGemm, rows, rates, grid);
   MinimizeInRange(state, free);
-  for (const size_t index : free) Param(state, index).fitted = true;  // clamped ones too
+  for (const size_t index : rates) Param(state, index).fitted = true;  // clamped ones too
 
   // Each side of the max() needs rows on it; otherwise the rows only bound that efficiency.
   size_t bw_side = 0, compute_side = 0;
   double max_ratio = 0, min_ratio = std::numeric_limits<double>::infinity();  // F_i / A
   for (const size_t i : rows) {
     const double f = compute_ns(rows_[i].shape);
-    const bool compute_bound = f / profile_.gemm_flops_efficiency > a / profile_.gemm_bw_efficiency;
+    const double fixed = rows_[i].shape.new_tokens >= 2 ? profile_.gemm_batched_fixed_ns : 0.0;
+    const bool compute_bound =
+        f / profile_.gemm_flops_efficiency + fixed > a / profile_.gemm_bw_efficiency;
     (compute_bound ? compute_side : bw_side) += 1;
     max_ratio = std::max(max_ratio, f / a);
     min_ratio = std::min(min_ratio, f / a);
@@ -720,7 +772,7 @@ void Fitter::Finish(TermState& state) {
 CalibrationFit Fitter::Run() {
   const Indices& ix = Ix();
   std::array<std::vector<size_t>, 5> term_params = {{
-      {ix.gemm_bw, ix.gemm_flops},
+      {ix.gemm_bw, ix.gemm_flops, ix.gemm_fixed},
       {ix.attn_bw, ix.hit, ix.window, ix.l2_bw},
       {ix.cascade_layer, ix.cascade_merge},
       {ix.attn_flops},

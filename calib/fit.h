@@ -10,7 +10,9 @@
 // the relative error Σ ((predicted − measured) / measured)², so short steps count as much as long
 // ones (MAPE is the metric reported):
 //   kGemm             gemm_bw_efficiency, gemm_flops_efficiency: the max() roofline, by
-//                     Levenberg–Marquardt in log space from the best point of a grid.
+//                     Levenberg–Marquardt in log space from the best point of a grid; then
+//                     gemm_batched_fixed_ns from five starting multiples of the weight-stream
+//                     time, kept only if it lowers the cost.
 //   kDecodeAttention  (+ kKvReuse, which a CPU cannot time apart) attn_bw_efficiency,
 //                     reuse_hit_max, reuse_window_ctas (LM from a grid over the window with the
 //                     linear part solved); l2_bw_bytes_per_s only when reuse_hit_max saturates

@@ -206,6 +206,7 @@ DeviceProfile BaseProfile(const Probes& probes, const HostInfo& host, int thread
       "threads of the CPU engine: the parallel units of vLLM's cascade rule");
   set("gemm_bw_efficiency", 0.8, ParameterSource::kAssumed, "starting value");
   set("gemm_flops_efficiency", 0.7, ParameterSource::kAssumed, "starting value");
+  set("gemm_batched_fixed_ns", 0, ParameterSource::kAssumed, "starting value");
   set("attn_bw_efficiency", 0.8, ParameterSource::kAssumed, "starting value");
   set("attn_flops_efficiency", 0.3, ParameterSource::kAssumed, "starting value");
   set("l2_bw_bytes_per_s", probes.llc.bytes_per_s, ParameterSource::kMeasured,

@@ -55,6 +55,9 @@ constexpr std::array<ProfileParameterInfo, kNumProfileParameters> kParameters = 
     {"layer_fixed_ns", &P::layer_fixed_ns, 0, false, 1e9, false,
      "fixed cost per layer and step (ns)"},
     {"per_request_ns", &P::per_request_ns, 0, false, 1e9, false, "cost per request and step (ns)"},
+    // Last, so that profiles written before it existed keep their layout; optional (absent = 0).
+    {"gemm_batched_fixed_ns", &P::gemm_batched_fixed_ns, 0, false, 1e12, false,
+     "fixed cost of a linear-layer pass over 2+ tokens (ns; CPU weight repacking)", true},
 }};
 
 std::string FormatNumber(double value) {
@@ -67,8 +70,11 @@ std::string FormatNumber(double value) {
 void ReadParameter(MapReader& parameters, const ProfileParameterInfo& info,
                    DeviceProfile::Origin& origin, DeviceProfile& profile) {
   const std::string name(info.name);
-  const YAML::Node node = parameters.Value(name, true);
-  if (!node.IsDefined()) return;
+  const YAML::Node node = parameters.Value(name, !info.optional);
+  if (!node.IsDefined()) {
+    if (info.optional) origin.note = "absent from the file: 0";
+    return;
+  }
   if (!node.IsMap()) {
     parameters.Add(node, name, "expected a map {value, source, note}, got " + Describe(node));
     return;

@@ -28,7 +28,7 @@ namespace feather {
 enum class ParameterSource : uint8_t { kSpec, kAssumed, kMeasured };
 [[nodiscard]] std::string_view ParameterSourceName(ParameterSource source);  // spec|assumed|...
 
-inline constexpr size_t kNumProfileParameters = 17;
+inline constexpr size_t kNumProfileParameters = 18;
 
 // The `measured_on` section: where and how the measurements behind a calibrated profile ran.
 struct ProfileMeasuredOn {
@@ -88,6 +88,11 @@ struct DeviceProfile {
   // --- Achieved fractions of the peaks ---
   double gemm_bw_efficiency = 0;     // weight streaming of the linear layers
   double gemm_flops_efficiency = 0;  // compute-bound linear layers
+  // Fixed cost of a linear-layer pass over 2 or more tokens, on the compute side of the GEMM
+  // roofline. CPU GEMM libraries (Eigen, OpenBLAS) repack every weight matrix on each call with
+  // m ≥ 2, while one token goes through GEMV and streams the weights once; 0 on GPUs. Optional
+  // in profile files (absent = 0).
+  double gemm_batched_fixed_ns = 0;
   double attn_bw_efficiency = 0;     // attention KV reads and writes from DRAM
   double attn_flops_efficiency = 0;  // compute-bound attention (prefill, cascade prefix pass)
 
@@ -128,6 +133,8 @@ struct ProfileParameterInfo {
   double max;          // inclusive
   bool integer;
   std::string_view meaning;
+  // Whether a profile file may leave the parameter out; it is then 0, source `assumed`.
+  bool optional = false;
 };
 [[nodiscard]] std::span<const ProfileParameterInfo> ProfileParameters();
 

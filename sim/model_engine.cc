@@ -112,6 +112,7 @@ StepPricer::StepPricer(const DeviceProfile& p, const ModelConfig& model) {
                       (p.dram_bw_bytes_per_s * p.gemm_bw_efficiency);
   linear_ns_per_token_ = model.LinearFlopsPerToken() * kNsPerS / gemm_flops;
   lm_head_ns_per_token_ = model.LmHeadFlopsPerToken() * kNsPerS / gemm_flops;
+  gemm_batched_fixed_ns_ = p.gemm_batched_fixed_ns;
   dram_ns_per_kv_token_ = kv_bytes * kNsPerS / attn_dram_bw;
   l2_ns_per_kv_token_ = kv_bytes * kNsPerS / p.l2_bw_bytes_per_s;
   attn_ns_per_pair_ =
@@ -130,9 +131,10 @@ StepTiming StepPricer::Price(const StepShape& shape) const {
   const double p = shape.cascade_prefix_tokens;
 
   // Linear layers.
-  const double gemm_ns =
-      std::max(weight_stream_ns_, shape.new_tokens * linear_ns_per_token_ +
-                                      shape.sampled_tokens * lm_head_ns_per_token_);
+  const double gemm_ns = std::max(
+      weight_stream_ns_, shape.new_tokens * linear_ns_per_token_ +
+                             shape.sampled_tokens * lm_head_ns_per_token_ +
+                             (shape.new_tokens >= 2 ? gemm_batched_fixed_ns_ : 0.0));
 
   // Cascade's shared-prefix pass.
   double cascade_ns = 0;

@@ -12,7 +12,12 @@
 //
 // kGemm — roofline of the linear layers:
 //   max( StepWeightBytes / (dram_bw · gemm_bw_efficiency),
-//        (n · LinearFlopsPerToken + s · LmHeadFlopsPerToken) / (dense_flops · gemm_flops_eff) )
+//        (n · LinearFlopsPerToken + s · LmHeadFlopsPerToken) / (dense_flops · gemm_flops_eff)
+//        + [n ≥ 2] · gemm_batched_fixed_ns )
+//   gemm_batched_fixed_ns is 0 on GPUs. On the CPU it is the weight repacking that Eigen's and
+//   OpenBLAS's GEMMs do on every call with 2+ rows (one token goes through GEMV, which streams
+//   the weights once): measured on cpu-small, 1 token 8.5 ms, 2 tokens 22 ms, then +0.67 ms a
+//   token (results/profiles/cpu-rows.csv).
 //   Flat while the weight stream dominates, then linear in n past the knee
 //   n* ≈ StepWeightBytes·dense_flops·gemm_flops_eff / (dram_bw·gemm_bw_eff·2·params).
 //
@@ -126,6 +131,7 @@ class StepPricer {
  private:
   double weight_stream_ns_ = 0;        // StepWeightBytes through DRAM
   double linear_ns_per_token_ = 0;     // compute-bound linear layers, per token
+  double gemm_batched_fixed_ns_ = 0;   // compute side, steps of 2+ tokens
   double lm_head_ns_per_token_ = 0;    // compute-bound LM head, per sampled token
   double dram_ns_per_kv_token_ = 0;    // one token's KV (all layers) from DRAM
   double l2_ns_per_kv_token_ = 0;      // one token's KV (all layers) from L2

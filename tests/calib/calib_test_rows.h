@@ -86,6 +86,7 @@ struct RowMix {
   int cascade = 80;     // one shared prefix, cascade enabled
   int prefill = 80;     // prefill chunks only
   int mixed = 60;       // decode batch of several groups + one prefill chunk
+  int single = 0;       // one decode request (a one-token linear-layer pass: GEMV on a CPU)
   double noise = 0.02;  // measured = priced · (1 + U(−noise, noise)), per term
   uint64_t seed = 7;
 };
@@ -176,6 +177,9 @@ inline std::vector<MeasuredStep> MakeRows(const DeviceProfile& truth, const Mode
     const int batch = uniform_int(2, 32);
     decode_batch(batch, std::min(batch, 2 + uniform_int(0, 6)),
                  static_cast<uint32_t>(uniform_int(8, 64) * 16), true, 1);
+  }
+  for (int i = 0; i < mix.single; ++i) {
+    decode_batch(1, 1, static_cast<uint32_t>(uniform_int(8, 96) * 16), false, 0);
   }
   std::shuffle(shapes.begin(), shapes.end(), rng);
 

@@ -59,6 +59,30 @@ bool Contains(const std::string& text, const std::string& part) {
 
 // --- Recovery ---------------------------------------------------------------------------------
 
+// A CPU-like truth: batched linear-layer passes pay a fixed repacking cost that single-token
+// passes (GEMV) do not. The fit finds it, and the GPU-like truth above keeps it at 0.
+TEST(CalibrationFit, RecoversABatchedGemmFixedCost) {
+  const ModelConfig model = TinyModel();
+  DeviceProfile truth = TruthProfile();
+  const double stream_ns = static_cast<double>(model.StepWeightBytes()) * 1e9 /
+                           (truth.dram_bw_bytes_per_s * truth.gemm_bw_efficiency);
+  truth.gemm_batched_fixed_ns = 1.3 * stream_ns;
+  RowMix mix;
+  mix.single = 30;
+  const std::vector<MeasuredStep> rows = MakeRows(truth, model, mix);
+  const CalibrationFit fit = FitProfile(PerturbedBase(), model, rows);
+  EXPECT_LT(RelativeError(fit.profile.gemm_batched_fixed_ns, truth.gemm_batched_fixed_ns), 0.05);
+  EXPECT_LT(RelativeError(fit.profile.gemm_bw_efficiency, truth.gemm_bw_efficiency), 0.02);
+  EXPECT_TRUE(Param(fit, "gemm_batched_fixed_ns").fitted);
+  ASSERT_TRUE(fit.holdout_mape.has_value());
+  EXPECT_LT(*fit.holdout_mape, 0.015);
+
+  const CalibrationFit gpu_like =
+      FitProfile(PerturbedBase(), model, MakeRows(TruthProfile(), model, mix));
+  EXPECT_LT(gpu_like.profile.gemm_batched_fixed_ns, 0.02 * stream_ns);
+}
+
+
 // 420 rows (200 plain decode batches of 1–64 requests in 1–64 prefix groups, 80 cascade batches,
 // 80 prefill steps of 1–4 chunks, 60 mixed steps), each term ×(1 ± 2%) uniform noise; the fit
 // starts from a base off by 2–20× in every fitted parameter. Over seeds 1–40 the worst errors

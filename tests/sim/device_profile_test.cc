@@ -55,7 +55,7 @@ std::string ValidProfile() {
       "provenance:\n"                                             // line 3
       "  - \"a datasheet\"\n"                                     // line 4
       "parameters:\n";                                            // line 5
-  for (const ProfileParameterInfo& info : ProfileParameters()) {  // lines 6..22
+  for (const ProfileParameterInfo& info : ProfileParameters()) {  // lines 6..23
     const double value = info.min_exclusive ? 1 : std::max(info.min, 1.0);
     text += "  " + std::string(info.name) + ": {value: " + std::to_string(value) +
             ", source: assumed, note: \"n\"}\n";
@@ -129,7 +129,7 @@ TEST(DeviceProfile, ReportsEveryProblemOfAFileAtOnce) {
   replace("gemm_bw_efficiency: {value: 1.000000, source: assumed",
           "gemm_bw_efficiency: {value: fast, source: guessed");
   replace("  per_request_ns: {value: 1.000000, source: assumed, note: \"n\"}\n", "");
-  text += "colour: green\n";  // line 23 (per_request_ns removed, so 22 lines before)
+  text += "colour: green\n";  // line 23 (per_request_ns removed, so 22 lines before it)
   const std::vector<InputProblem> problems =
       ProblemsOf([&] { (void)ParseDeviceProfile(text, "bad.yaml"); });
   const std::string all = Render(problems);
@@ -144,8 +144,22 @@ TEST(DeviceProfile, ReportsEveryProblemOfAFileAtOnce) {
       Has(problems, gemm_line, "parameters.gemm_bw_efficiency.source", "spec | assumed | measured"))
       << all;
   EXPECT_TRUE(Has(problems, 6, "parameters.per_request_ns", "missing")) << all;
-  EXPECT_TRUE(Has(problems, 22, "colour", "unknown key")) << all;
+  EXPECT_TRUE(Has(problems, 23, "colour", "unknown key")) << all;
   for (const InputProblem& p : problems) EXPECT_EQ(p.file, "bad.yaml");
+}
+
+// gemm_batched_fixed_ns came after the first profiles were written: a file without it loads,
+// with the parameter at 0 and `assumed`, and every other parameter stays required.
+TEST(DeviceProfile, OptionalParameterMayBeAbsent) {
+  std::string text = ValidProfile();
+  const std::string line = "  gemm_batched_fixed_ns: {value: 1.000000, source: assumed, note: \"n\"}\n";
+  ASSERT_NE(text.find(line), std::string::npos) << text;
+  text.erase(text.find(line), line.size());
+  const DeviceProfile p = ParseDeviceProfile(text, "old.yaml");
+  EXPECT_EQ(p.gemm_batched_fixed_ns, 0.0);
+  size_t optional = 0;
+  for (const ProfileParameterInfo& info : ProfileParameters()) optional += info.optional ? 1 : 0;
+  EXPECT_EQ(optional, 1u);
 }
 
 TEST(DeviceProfile, RejectsNonPositiveBandwidthAndEfficiencyAboveOne) {
@@ -162,13 +176,13 @@ TEST(DeviceProfile, RejectsNonPositiveBandwidthAndEfficiencyAboveOne) {
 
 TEST(DeviceProfile, RejectsUnknownParameterAndFieldAndMissingNote) {
   std::string text = ValidProfile();
-  text += "  l2_bytes: {value: 1, source: spec, note: \"x\"}\n";  // line 23
+  text += "  l2_bytes: {value: 1, source: spec, note: \"x\"}\n";  // line 24
   const std::string from = "step_fixed_ns: {value: 1.000000, source: assumed, note: \"n\"}";
   ASSERT_NE(text.find(from), std::string::npos) << text;
   text.replace(text.find(from), from.size(),
                "step_fixed_ns: {value: 0.5, source: assumed, units: ns}");
   const auto problems = ProblemsOf([&] { (void)ParseDeviceProfile(text, "p.yaml"); });
-  EXPECT_TRUE(Has(problems, 23, "parameters.l2_bytes", "unknown key")) << Render(problems);
+  EXPECT_TRUE(Has(problems, 24, "parameters.l2_bytes", "unknown key")) << Render(problems);
   EXPECT_TRUE(Has(problems, 6 + 14, "parameters.step_fixed_ns.units", "unknown key"))
       << Render(problems);
   EXPECT_TRUE(Has(problems, 6 + 14, "parameters.step_fixed_ns.note", "missing"))
