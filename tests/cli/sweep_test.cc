@@ -191,7 +191,7 @@ TEST(SweepSpecTest, EveryShippedSweepIsValid) {
   const bool have_traces =
       fs::exists(fs::path(FEATHER_SOURCE_DIR) / "../shared/traces/conversation_trace.jsonl");
   int checked = 0;
-  for (const auto& entry : fs::directory_iterator(dir)) {
+  for (const auto& entry : fs::recursive_directory_iterator(dir)) {
     if (entry.path().extension() != ".yaml") continue;
     if (!have_traces && entry.path().stem().string().find("trace") != std::string::npos) continue;
     SCOPED_TRACE(entry.path().string());

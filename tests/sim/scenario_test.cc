@@ -55,7 +55,7 @@ TEST(ScenarioTest, EveryShippedScenarioLoads) {
     if (entry.path().extension() != ".yaml") continue;
     if (entry.path().parent_path().filename() == "models") continue;  // model descriptions
     // Sweep files are not scenarios; tests/cli/sweep_test.cc validates each of them.
-    if (entry.path().parent_path().filename() == "sweeps") continue;
+    if (entry.path().string().find("/sweeps/") != std::string::npos) continue;
     SCOPED_TRACE(entry.path().string());
     if (entry.path().string().find("trace") != std::string::npos &&
         !std::filesystem::exists(std::filesystem::path(FEATHER_SOURCE_DIR) /
