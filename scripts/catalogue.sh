@@ -6,10 +6,12 @@
 # machine load and the build that produced them. Every trace of ../shared/traces is described
 # (`feather trace-stats`) in results/traces/.
 #
-#   scripts/catalogue.sh [--build DIR] [--jobs N] [--traces DIR] [SWEEP_NAME...]
+#   scripts/catalogue.sh [--build DIR] [--jobs N] [--traces DIR] [--slow] [SWEEP_NAME...]
 #     --build DIR   the build folder holding `feather` (default build/release)
 #     --jobs N      points run at once (default 2)
 #     --traces DIR  the Mooncake-format traces to describe (default ../shared/traces)
+#     --slow        also the sweeps of scenarios/sweeps/slow/ (outside the 30-minute budget:
+#                   the block-table selector on the trace takes about an hour on 2 cores)
 #     SWEEP_NAME    only these sweeps (file stems of scenarios/sweeps/*.yaml); default all
 #
 # Runs land in out/catalogue/<sweep>/ (points with summary.json and results.h5): a rerun skips
@@ -24,11 +26,13 @@ build=build/release
 jobs=2
 traces=../shared/traces
 only=()
+slow=false
 while (($#)); do
   case $1 in
     --build) build=$2; shift 2 ;;
     --jobs) jobs=$2; shift 2 ;;
     --traces) traces=$2; shift 2 ;;
+    --slow) slow=true; shift ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     -*) echo "catalogue.sh: unknown option $1" >&2; exit 2 ;;
     *) only+=("$1"); shift ;;
@@ -40,7 +44,9 @@ python=python3
 [[ -x /usr/bin/python3 ]] && python=/usr/bin/python3   # Debian's, with matplotlib
 
 sweeps=()
-for file in scenarios/sweeps/*.yaml; do
+sweep_files=(scenarios/sweeps/*.yaml)
+[[ $slow == true ]] && sweep_files+=(scenarios/sweeps/slow/*.yaml)
+for file in "${sweep_files[@]}"; do
   name=$(basename "$file" .yaml)
   if ((${#only[@]})) && [[ " ${only[*]} " != *" $name "* ]]; then continue; fi
   sweeps+=("$file")
@@ -114,7 +120,9 @@ info = json.loads(subprocess.run([feather, "info", "--json"], capture_output=Tru
                                  text=True).stdout or "{}")
 root = pathlib.Path("results/catalogue")
 rows = []
-for sweep in sorted(pathlib.Path("scenarios/sweeps").glob("*.yaml")):
+sweep_files = sorted(pathlib.Path("scenarios/sweeps").glob("*.yaml"))
+sweep_files += sorted(pathlib.Path("scenarios/sweeps/slow").glob("*.yaml"))
+for sweep in sweep_files:
     name = sweep.stem
     folder = root / name
     if not (folder / "sweep.json").exists():
@@ -149,7 +157,10 @@ for name, title, n, fixed, timing, figs in rows:
         title, name, n, req, "-" if timing is None else timing[0], fig_links))
 lines += ["",
           "Real traces: statistics and figures of `%s` in [`../traces/`](../traces/README.md); "
-          "the replay through every scheduler is `trace-conversation` above." % traces_dir, "",
+          "the replay through every scheduler is `trace-conversation` above, and the vLLM "
+          "block-table selector, which rescans every waiting request's block hashes each round "
+          "and is too slow for the catalogue's budget, is `trace-conversation-block-table` "
+          "(`scenarios/sweeps/slow/`, run with `--slow`)." % traces_dir, "",
           "## How this run was made", "",
           "- build: %s; host %s (%s, %s logical CPUs), %s" % (
               version, info.get("hostname", "?"), info.get("cpu_model", "?"),
