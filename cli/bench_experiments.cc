@@ -4,7 +4,6 @@
 #include <algorithm>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iomanip>
 #include <memory>
 #include <numeric>
@@ -15,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/atomic_file.h"
 #include "hw/bench_table.h"
 #include "hw/cpu_engine.h"
 #include "hw/host_info.h"
@@ -336,13 +336,7 @@ int BenchExperimentsCommand(const BenchExperimentsOptions& options, std::ostream
   fs::create_directories(options.out_dir);
   const HostInfo host = ReadHostInfo();
   hw::WriteBenchTables(fs::path(options.out_dir) / "experiments.h5", tables, host);
-  {
-    const fs::path csv = fs::path(options.out_dir) / "experiments.csv";
-    std::ofstream file(csv.string() + ".partial");
-    file << Csv(tables, rows);
-    file.close();
-    fs::rename(csv.string() + ".partial", csv);
-  }
+  WriteFileAtomically(fs::path(options.out_dir) / "experiments.csv", Csv(tables, rows));
   PrintSummary(out, rows);
   out << "wrote " << options.out_dir << "/experiments.h5 and experiments.csv\n";
   return 0;

@@ -1,13 +1,11 @@
 // calibrate_command.cc: `feather calibrate --target cpu` (see calibrate_command.h).
 #include "cli/calibrate_command.h"
 
-#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iomanip>
 #include <memory>
 #include <numeric>
@@ -19,6 +17,7 @@
 #include <vector>
 
 #include "calib/fit.h"
+#include "cli/atomic_file.h"
 #include "cli/interrupt.h"
 #include "hw/attention_internal.h"
 #include "hw/cpu_engine.h"
@@ -222,24 +221,6 @@ DeviceProfile BaseProfile(const Probes& probes, const HostInfo& host, int thread
   return profile;
 }
 
-void WriteFileAtomically(const fs::path& path, const std::string& text) {
-  if (path.has_parent_path()) fs::create_directories(path.parent_path());
-  const fs::path temp = path.string() + ".partial-" + std::to_string(getpid());
-  const TempPathGuard guard(temp.string());
-  {
-    std::ofstream file(temp, std::ios::binary);
-    file << text;
-    file.close();
-    if (!file) throw std::runtime_error("cannot write '" + temp.string() + "'");
-  }
-  std::error_code error;
-  fs::rename(temp, path, error);
-  if (error) {
-    fs::remove(temp, error);
-    throw std::runtime_error("cannot rename '" + temp.string() + "' to '" + path.string() + "'");
-  }
-}
-
 std::string RowsCsv(const std::vector<GridPoint>& grid, const std::vector<MeasuredStep>& rows,
                     const DeviceProfile& fitted, const ModelConfig& model, uint32_t holdout) {
   std::ostringstream csv;
@@ -331,6 +312,7 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
   const fs::path profile_path(out_path);
   const fs::path rows_path =
       profile_path.parent_path() / (profile_path.stem().string() + "-rows.csv");
+  if (profile_path.has_parent_path()) fs::create_directories(profile_path.parent_path());
   WriteFileAtomically(rows_path, RowsCsv(grid, rows, fit.profile, model, fit_options.holdout_every));
   WriteFileAtomically(profile_path, DeviceProfileToYaml(fit.profile));
 

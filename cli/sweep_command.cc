@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "cli/atomic_file.h"
 #include "cli/interrupt.h"
 #include "cli/sweep_spec.h"
 #include "cli/sweep_table.h"
@@ -68,23 +69,6 @@ std::string ReadFileText(const fs::path& path) {
   std::ostringstream text;
   text << in.rdbuf();
   return text.str();
-}
-
-// Writes `text` to `path` via a temp file and a rename (readers never see a partial file).
-void WriteTextAtomically(const fs::path& path, const std::string& text) {
-  const fs::path temp = path.string() + ".tmp-" + std::to_string(getpid());
-  {
-    std::ofstream out(temp, std::ios::binary | std::ios::trunc);
-    out << text;
-    out.close();
-    if (!out) throw std::runtime_error("cannot write '" + temp.string() + "'");
-  }
-  std::error_code error;
-  fs::rename(temp, path, error);
-  if (error) {
-    fs::remove(temp, error);
-    throw std::runtime_error("cannot rename '" + temp.string() + "' to '" + path.string() + "'");
-  }
 }
 
 std::string FormatDuration(double seconds) {
@@ -412,7 +396,7 @@ int RunSweep(const SweepCommandOptions& options, std::ostream& out) {
 
   const InterruptScope scope;
   fs::create_directories(points_dir);
-  WriteTextAtomically(dir / "sweep.json", SweepJson(spec, options, shard_text).dump(2) + "\n");
+  WriteFileAtomically(dir / "sweep.json", SweepJson(spec, options, shard_text).dump(2) + "\n");
   std::vector<std::string> my_names;
   for (const size_t i : mine) my_names.push_back(spec.points[i].name);
   RemoveStaleTemps(points_dir, my_names);

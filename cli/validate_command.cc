@@ -1,12 +1,10 @@
 // validate_command.cc: `feather validate` (see validate_command.h).
 #include "cli/validate_command.h"
 
-#include <unistd.h>
 
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
-#include <fstream>
 #include <iomanip>
 #include <nlohmann/json.hpp>
 #include <ostream>
@@ -14,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/atomic_file.h"
 #include "cli/engines.h"
 #include "cli/interrupt.h"
 #include "hw/host_info.h"
@@ -134,23 +133,6 @@ OrderedJson Compare(double measured, double predicted) {
           {"predicted", predicted},
           {"rel_error", std::fabs(signed_error)},
           {"signed_error", signed_error}};
-}
-
-// Writes `text` to `path` through a temp file renamed into place.
-void WriteFileAtomically(const fs::path& path, const std::string& text) {
-  const fs::path temp = path.string() + ".partial-" + std::to_string(getpid());
-  {
-    std::ofstream file(temp, std::ios::binary);
-    file << text;
-    file.close();
-    if (!file) throw std::runtime_error("cannot write '" + temp.string() + "'");
-  }
-  std::error_code error;
-  fs::rename(temp, path, error);
-  if (error) {
-    fs::remove(temp, error);
-    throw std::runtime_error("cannot rename '" + temp.string() + "' to '" + path.string() + "'");
-  }
 }
 
 void PrintTable(std::ostream& out, const OrderedJson& validation) {
