@@ -13,10 +13,9 @@
 #include <limits>
 #include <system_error>
 
+#include "feather_git_rev.h"  // FEATHER_GIT_REV, written at build time (cmake/GitRevision.cmake)
+
 // Build provenance, passed by hw/CMakeLists.txt; defaults keep the file compilable elsewhere.
-#ifndef FEATHER_GIT_REV
-#define FEATHER_GIT_REV "unknown"
-#endif
 #ifndef FEATHER_BUILD_TYPE
 #define FEATHER_BUILD_TYPE ""
 #endif
