@@ -157,16 +157,61 @@ Probes RunProbes(bool quick, int threads, hw::GemmBackend backend, size_t llc_by
   return probes;
 }
 
-// Runs a step `repetitions` times after one warm-up and keeps the repetition with the median
-// total (its terms stay consistent with its total).
-MeasuredStep MeasureStep(hw::CpuEngine& engine, const feather::BatchPlan& plan, int repetitions) {
-  (void)engine.Execute(plan);  // warm-up: caches, buffers grown, KV written once
-  std::vector<StepTiming> timings;
-  timings.reserve(static_cast<size_t>(repetitions));
-  for (int i = 0; i < repetitions; ++i) timings.push_back(engine.Execute(plan));
+// The repetition with the median total of one grid point (its terms stay consistent with its
+// total).
+StepTiming MedianByTotal(std::vector<StepTiming>& timings) {
   std::sort(timings.begin(), timings.end(),
             [](const StepTiming& a, const StepTiming& b) { return a.total_ns < b.total_ns; });
-  return MeasuredStep{engine.last_shape(), timings[timings.size() / 2]};
+  return timings[timings.size() / 2];
+}
+
+// Measures every grid point `repetitions` times in interleaved passes over the whole grid, after
+// one warm-up pass (caches, buffers grown, KV written once), and keeps each point's median.
+// Why passes and not `repetitions` runs in a row: this VM's speed drifts by 10-20 % over
+// minutes; back-to-back repetitions share one drift state, so the median of a point said more
+// about when it ran than about its shape (the same GEMM shape measured 8 and 14 ms). Spreading
+// each point's repetitions over the whole calibration, alternating the pass direction so a
+// linear drift cancels, gives every point the same mix of machine states.
+std::vector<MeasuredStep> MeasureGrid(std::vector<GridPoint>& grid, const ModelConfig& model,
+                                      uint64_t pool_blocks, int threads,
+                                      hw::GemmBackend backend, int repetitions,
+                                      std::ostream& out) {
+  std::unique_ptr<hw::CpuEngine> engines[2];  // [0] without cascade, [1] with
+  for (const bool cascade : {false, true}) {
+    const bool needed = std::any_of(grid.begin(), grid.end(),
+                                    [&](const GridPoint& p) { return p.cascade == cascade; });
+    if (!needed) continue;
+    engines[cascade] = std::make_unique<hw::CpuEngine>(
+        model, pool_blocks, 16,
+        hw::CpuEngineOptions{.num_threads = threads, .cascade_attention = cascade,
+                             .gemm_backend = backend});
+  }
+  std::vector<hw::SyntheticBatch> batches;
+  batches.reserve(grid.size());
+  for (GridPoint& point : grid) {
+    point.spec.pool_blocks = pool_blocks;
+    batches.push_back(hw::MakeSyntheticBatch(point.spec));
+  }
+  const size_t n = grid.size();
+  std::vector<MeasuredStep> rows(n);
+  std::vector<std::vector<StepTiming>> timings(n);
+  for (int pass = 0; pass <= repetitions; ++pass) {  // pass 0: warm-up
+    for (size_t k = 0; k < n; ++k) {
+      const size_t i = pass % 2 == 0 ? k : n - 1 - k;
+      hw::CpuEngine& engine = *engines[grid[i].cascade];
+      const StepTiming timing = engine.Execute(batches[i].plan);
+      if (pass == 0) {
+        rows[i].shape = engine.last_shape();
+      } else {
+        timings[i].push_back(timing);
+      }
+      ThrowIfInterrupted();
+    }
+    out << "\r  measured pass " << pass << "/" << repetitions << " over " << n << " steps"
+        << (pass == 0 ? " (warm-up)" : "") << std::flush;
+  }
+  for (size_t i = 0; i < n; ++i) rows[i].measured = MedianByTotal(timings[i]);
+  return rows;
 }
 
 DeviceProfile BaseProfile(const Probes& probes, const HostInfo& host, int threads) {
@@ -277,21 +322,8 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
   }
   pool_blocks += pool_blocks / 8;
   const int repetitions = options.quick ? 3 : 5;
-  std::vector<MeasuredStep> rows(grid.size());
-  for (const bool cascade : {true, false}) {
-    hw::CpuEngine engine(model, pool_blocks, 16,
-                         hw::CpuEngineOptions{.num_threads = threads,
-                                              .cascade_attention = cascade,
-                                              .gemm_backend = backend});
-    for (size_t i = 0; i < grid.size(); ++i) {
-      if (grid[i].cascade != cascade) continue;
-      grid[i].spec.pool_blocks = pool_blocks;
-      const hw::SyntheticBatch batch = hw::MakeSyntheticBatch(grid[i].spec);
-      rows[i] = MeasureStep(engine, batch.plan, repetitions);
-      ThrowIfInterrupted();
-      out << "\r  measured " << (i + 1) << "/" << grid.size() << " steps " << std::flush;
-    }
-  }
+  const std::vector<MeasuredStep> rows =
+      MeasureGrid(grid, model, pool_blocks, threads, backend, repetitions, out);
   out << '\n';
 
   DeviceProfile base = BaseProfile(probes, host, threads);
