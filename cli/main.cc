@@ -399,6 +399,9 @@ int Main(int argc, char** argv) {
   validate->add_option("--set", validate_options.overrides,
                        "Override a scenario key: key=value (repeatable)")
       ->allow_extra_args(false);
+  validate->add_option("--repeat", validate_options.repeat,
+                       "Measured runs on the real engine; the metrics compare their mean")
+      ->check(CLI::PositiveNumber);
   validate->add_flag("--json", validate_options.json, "Print validation.json instead of a table");
 
   CLI::App* info = app.add_subcommand("info", "Host and build provenance");

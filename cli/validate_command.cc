@@ -2,6 +2,8 @@
 #include "cli/validate_command.h"
 
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -27,52 +29,62 @@ namespace {
 namespace fs = std::filesystem;
 using OrderedJson = nlohmann::ordered_json;
 
-// Executes each step on the real engine and prices the same plan with the model engine, so the
-// per-step error is measured on identical plans.
-class ShadowPricedEngine final : public Engine {
- public:
-  ShadowPricedEngine(Engine& real, ModelEngine& model) : real_(real), model_(model) {}
+// Per-step comparison of the model with the real engine on identical plans, summed over every
+// measured run.
+struct SamePlanTotals {
+  uint64_t steps = 0;
+  double abs_rel_error_sum = 0;
+  double measured_ns = 0;
+  double predicted_ns = 0;
+  std::array<double, kNumStepTerms> measured_term_ns{};
+  std::array<double, kNumStepTerms> predicted_term_ns{};
 
-  [[nodiscard]] std::string_view Name() const override { return real_.Name(); }
-
-  [[nodiscard]] StepTiming Execute(const BatchPlan& plan) override {
-    const StepTiming measured = real_.Execute(plan);
-    const StepTiming predicted = model_.Execute(plan);
-    ++steps_;
+  void Add(const StepTiming& measured, const StepTiming& predicted) {
+    ++steps;
     if (measured.total_ns > 0) {
-      abs_rel_error_sum_ += std::fabs(static_cast<double>(predicted.total_ns - measured.total_ns)) /
-                            static_cast<double>(measured.total_ns);
+      abs_rel_error_sum += std::fabs(static_cast<double>(predicted.total_ns - measured.total_ns)) /
+                           static_cast<double>(measured.total_ns);
     }
-    measured_ns_ += static_cast<double>(measured.total_ns);
-    predicted_ns_ += static_cast<double>(predicted.total_ns);
+    measured_ns += static_cast<double>(measured.total_ns);
+    predicted_ns += static_cast<double>(predicted.total_ns);
     for (size_t t = 0; t < kNumStepTerms; ++t) {
-      measured_term_ns_[t] += static_cast<double>(measured.term_ns[t]);
-      predicted_term_ns_[t] += static_cast<double>(predicted.term_ns[t]);
+      measured_term_ns[t] += static_cast<double>(measured.term_ns[t]);
+      predicted_term_ns[t] += static_cast<double>(predicted.term_ns[t]);
     }
-    return measured;
   }
 
   [[nodiscard]] OrderedJson Report() const {
     OrderedJson terms = OrderedJson::object();
     for (size_t t = 0; t < kNumStepTerms; ++t) {
       terms[std::string(StepTermName(static_cast<StepTerm>(t)))] = {
-          {"measured_s", measured_term_ns_[t] * 1e-9}, {"predicted_s", predicted_term_ns_[t] * 1e-9}};
+          {"measured_s", measured_term_ns[t] * 1e-9}, {"predicted_s", predicted_term_ns[t] * 1e-9}};
     }
-    return {{"steps", steps_},
-            {"step_time_mape", steps_ > 0 ? abs_rel_error_sum_ / static_cast<double>(steps_) : 0.0},
-            {"engine_time_s", {{"measured", measured_ns_ * 1e-9}, {"predicted", predicted_ns_ * 1e-9}}},
+    return {{"steps", steps},
+            {"step_time_mape", steps > 0 ? abs_rel_error_sum / static_cast<double>(steps) : 0.0},
+            {"engine_time_s", {{"measured", measured_ns * 1e-9}, {"predicted", predicted_ns * 1e-9}}},
             {"terms", terms}};
+  }
+};
+
+// Executes each step on the real engine and prices the same plan with the model engine, so the
+// per-step error is measured on identical plans.
+class ShadowPricedEngine final : public Engine {
+ public:
+  ShadowPricedEngine(Engine& real, ModelEngine& model, SamePlanTotals& totals)
+      : real_(real), model_(model), totals_(totals) {}
+
+  [[nodiscard]] std::string_view Name() const override { return real_.Name(); }
+
+  [[nodiscard]] StepTiming Execute(const BatchPlan& plan) override {
+    const StepTiming measured = real_.Execute(plan);
+    totals_.Add(measured, model_.Execute(plan));
+    return measured;
   }
 
  private:
   Engine& real_;
   ModelEngine& model_;
-  uint64_t steps_ = 0;
-  double abs_rel_error_sum_ = 0;
-  double measured_ns_ = 0;
-  double predicted_ns_ = 0;
-  std::array<double, kNumStepTerms> measured_term_ns_{};
-  std::array<double, kNumStepTerms> predicted_term_ns_{};
+  SamePlanTotals& totals_;
 };
 
 RunOutputMeta MetaFor(const Scenario& scenario, const PreparedRun& prepared) {
@@ -88,14 +100,10 @@ RunOutputMeta MetaFor(const Scenario& scenario, const PreparedRun& prepared) {
   return meta;
 }
 
-struct Side {
-  RunSummary summary;
-  OrderedJson same_plans;  // only for the measured side
-};
-
-// Runs the scenario with `engine` ("cpu" or "model") and writes its run directory.
-Side RunSide(const ValidateCommandOptions& options, const std::string& engine,
-             const std::string& dir) {
+// Runs the scenario with `engine` ("cpu" or "model") and writes its run directory. A cpu run
+// adds its steps to `same_plans`.
+RunSummary RunSide(const ValidateCommandOptions& options, const std::string& engine,
+                   const std::string& dir, SamePlanTotals& same_plans) {
   std::vector<std::string> overrides = options.overrides;
   overrides.push_back("engine=" + engine);
   overrides.push_back("profile=" + options.profile_path);
@@ -105,7 +113,6 @@ Side RunSide(const ValidateCommandOptions& options, const std::string& engine,
   const Workload workload = GenerateWorkload(scenario.workload, scenario.seed);
   const std::unique_ptr<StopPolicy> policy = MakeScenarioPolicy(scenario);
   const auto poll = [](const SimProgress&) { ThrowIfInterrupted(); };
-  Side side;
   SimResult result;
   if (engine == "model") {
     result = ExecuteRun(prepared, workload, *policy, poll);
@@ -113,9 +120,8 @@ Side RunSide(const ValidateCommandOptions& options, const std::string& engine,
     const std::unique_ptr<Engine> real = MakeEngine(prepared);
     ModelEngine model(prepared.profile, prepared.model,
                       ModelEngineOptions{.cascade_attention = prepared.serving.cascade_attention});
-    ShadowPricedEngine shadow(*real, model);
+    ShadowPricedEngine shadow(*real, model, same_plans);
     result = ExecuteRunOn(prepared, workload, *policy, shadow, poll);
-    side.same_plans = shadow.Report();
   }
   ThrowIfInterrupted();
   {
@@ -123,55 +129,83 @@ Side RunSide(const ValidateCommandOptions& options, const std::string& engine,
     WriteRunOutputs(dir, result.records, result.summary, MetaFor(scenario, prepared),
                     ThrowIfInterrupted);
   }
-  side.summary = result.summary;
-  return side;
+  return result.summary;
 }
 
-OrderedJson Compare(double measured, double predicted) {
+// One metric: the mean of the measured runs against the prediction, and each run's value with
+// their spread ((max − min) / mean), so an error can be read against the run-to-run noise.
+OrderedJson Compare(const std::vector<double>& measured_runs, double predicted) {
+  double sum = 0;
+  for (const double v : measured_runs) sum += v;
+  const double measured = sum / static_cast<double>(measured_runs.size());
+  const auto [low, high] = std::minmax_element(measured_runs.begin(), measured_runs.end());
   const double signed_error = measured != 0 ? (predicted - measured) / measured : 0.0;
   return {{"measured", measured},
           {"predicted", predicted},
           {"rel_error", std::fabs(signed_error)},
-          {"signed_error", signed_error}};
+          {"signed_error", signed_error},
+          {"measured_runs", measured_runs},
+          {"measured_spread", measured != 0 ? (*high - *low) / measured : 0.0}};
 }
 
 void PrintTable(std::ostream& out, const OrderedJson& validation) {
   out << std::left << std::setw(18) << "metric" << std::right << std::setw(14) << "measured"
-      << std::setw(14) << "predicted" << std::setw(12) << "error\n";
+      << std::setw(14) << "predicted" << std::setw(12) << "error" << std::setw(12)
+      << "spread\n";
   for (const auto& [name, m] : validation["metrics"].items()) {
     out << std::left << std::setw(18) << name << std::right << std::fixed << std::setprecision(2)
         << std::setw(14) << m["measured"].get<double>() << std::setw(14)
         << m["predicted"].get<double>() << std::setw(10) << m["rel_error"].get<double>() * 100
-        << " %\n";
+        << " %" << std::setw(10) << m["measured_spread"].get<double>() * 100 << " %\n";
   }
   const OrderedJson& same = validation["same_plans"];
   out << "same plans: " << same["steps"].get<uint64_t>() << " steps, step-time MAPE "
       << same["step_time_mape"].get<double>() * 100 << " %\n";
 }
 
+// The measured runs' directory names: "measured" for one run, "measured-1" .. "measured-N".
+std::vector<std::string> MeasuredRunNames(int repeat) {
+  if (repeat == 1) return {"measured"};
+  std::vector<std::string> names;
+  for (int k = 1; k <= repeat; ++k) names.push_back("measured-" + std::to_string(k));
+  return names;
+}
+
 int Validate(const ValidateCommandOptions& options, std::ostream& out) {
+  if (options.repeat < 1) {
+    throw std::invalid_argument("--repeat must be at least 1, got " +
+                                std::to_string(options.repeat));
+  }
   RegisterBuiltinEngines();
   const Scenario probe = LoadScenarioFile(options.scenario_path, options.overrides);
   const std::string dir =
       options.out_dir.empty() ? "out/validate/" + probe.name : options.out_dir;
   fs::create_directories(dir);
-  const Side measured = RunSide(options, "cpu", dir + "/measured");
-  const Side predicted = RunSide(options, "model", dir + "/predicted");
-  const RunSummary& m = measured.summary;
-  const RunSummary& p = predicted.summary;
+  SamePlanTotals same_plans;
+  const std::vector<std::string> measured_names = MeasuredRunNames(options.repeat);
+  std::vector<RunSummary> measured;
+  for (const std::string& name : measured_names) {
+    measured.push_back(RunSide(options, "cpu", dir + "/" + name, same_plans));
+  }
+  const RunSummary predicted = RunSide(options, "model", dir + "/predicted", same_plans);
+  auto compare = [&](double RunSummary::*metric) {
+    std::vector<double> runs;
+    for (const RunSummary& m : measured) runs.push_back(m.*metric);
+    return Compare(runs, predicted.*metric);
+  };
   OrderedJson validation;
   validation["metrics"] = {
-      {"throughput_tok_s", Compare(m.throughput_tok_s, p.throughput_tok_s)},
-      {"mean_tbt_ms", Compare(m.mean_tbt_ms, p.mean_tbt_ms)},
-      {"p99_tbt_ms", Compare(m.p99_tbt_ms, p.p99_tbt_ms)},
-      {"mean_batch_size", Compare(m.mean_batch_size, p.mean_batch_size)},
-      {"mean_ttft_ms", Compare(m.mean_ttft_ms, p.mean_ttft_ms)},
+      {"throughput_tok_s", compare(&RunSummary::throughput_tok_s)},
+      {"mean_tbt_ms", compare(&RunSummary::mean_tbt_ms)},
+      {"p99_tbt_ms", compare(&RunSummary::p99_tbt_ms)},
+      {"mean_batch_size", compare(&RunSummary::mean_batch_size)},
+      {"mean_ttft_ms", compare(&RunSummary::mean_ttft_ms)},
   };
-  validation["same_plans"] = measured.same_plans;
+  validation["same_plans"] = same_plans.Report();
   validation["scenario"] = options.scenario_path;
   validation["profile"] = options.profile_path;
   validation["overrides"] = options.overrides;
-  validation["runs"] = {{"measured", "measured"}, {"predicted", "predicted"}};
+  validation["runs"] = {{"measured", measured_names}, {"predicted", "predicted"}};
   validation["provenance"] = ToJson(ReadHostInfo());
   ThrowIfInterrupted();
   WriteFileAtomically(fs::path(dir) / "validation.json", validation.dump(2) + "\n");
@@ -179,8 +213,9 @@ int Validate(const ValidateCommandOptions& options, std::ostream& out) {
     out << validation.dump(2) << '\n';
   } else {
     PrintTable(out, validation);
-    out << "outputs: " << dir << "/validation.json, " << dir << "/measured/, " << dir
-        << "/predicted/\n";
+    out << "outputs: " << dir << "/validation.json, " << dir << "/{";
+    for (const std::string& name : measured_names) out << name << ",";
+    out << "predicted}/\n";
   }
   return 0;
 }
