@@ -18,6 +18,7 @@
 #include "hw/bench_table.h"
 #include "hw/cpu_engine.h"
 #include "hw/host_info.h"
+#include "hw/interleaved_passes.h"
 #include "hw/perf_counters.h"
 #include "hw/probes.h"
 #include "hw/synthetic_batch.h"
@@ -198,28 +199,68 @@ std::vector<Point> Experiments(bool quick, uint64_t pool) {
 }
 
 struct Measurement {
-  StepTiming step;
+  StepTiming step;        // the median repetition
+  double step_spread = 0;  // (max − min) / median of the repetitions' step times
   hw::PerfCounts counts;  // per step (averaged over the repetitions)
 };
 
-Measurement Measure(hw::CpuEngine& engine, const BatchPlan& plan, int repetitions) {
-  (void)engine.Execute(plan);  // warm-up
-  std::vector<StepTiming> timings;
-  hw::PerfCounterGroup counters(hw::PerfScope::kProcess);
-  counters.Start();
-  for (int i = 0; i < repetitions; ++i) timings.push_back(engine.Execute(plan));
-  hw::PerfCounts counts = counters.Stop();
-  auto per_step = [repetitions](std::optional<uint64_t>& value) {
-    if (value) *value /= static_cast<uint64_t>(repetitions);
+// Adds `b`'s counts to `a`'s; a count either side lacks stays absent.
+void Accumulate(hw::PerfCounts& a, const hw::PerfCounts& b, bool first) {
+  auto add = [first](std::optional<uint64_t>& x, const std::optional<uint64_t>& y) {
+    if (first) {
+      x = y;
+    } else if (x && y) {
+      *x += *y;
+    } else {
+      x.reset();
+    }
   };
-  per_step(counts.cycles);
-  per_step(counts.instructions);
-  per_step(counts.llc_loads);
-  per_step(counts.llc_load_misses);
-  per_step(counts.task_clock_ns);
-  std::sort(timings.begin(), timings.end(),
-            [](const StepTiming& a, const StepTiming& b) { return a.total_ns < b.total_ns; });
-  return {timings[timings.size() / 2], counts};
+  add(a.cycles, b.cycles);
+  add(a.instructions, b.instructions);
+  add(a.llc_loads, b.llc_loads);
+  add(a.llc_load_misses, b.llc_load_misses);
+  add(a.task_clock_ns, b.task_clock_ns);
+  a.multiplexed = a.multiplexed || b.multiplexed;
+}
+
+void DivideCounts(hw::PerfCounts& counts, int repetitions) {
+  for (std::optional<uint64_t>* value : {&counts.cycles, &counts.instructions, &counts.llc_loads,
+                                         &counts.llc_load_misses, &counts.task_clock_ns}) {
+    if (*value) **value /= static_cast<uint64_t>(repetitions);
+  }
+}
+
+// Every (point, cascade off/on) step measured `repetitions` times in interleaved passes
+// (hw/interleaved_passes.h), the two cascade settings of a point side by side, so the ratios the
+// experiments are about compare steps taken at nearly the same moment rather than minutes apart
+// on a VM whose speed drifts. Returns the measurements in [point][cascade] order.
+std::vector<Measurement> MeasureAll(const std::vector<Point>& points, hw::CpuEngine* engines[2],
+                                    int repetitions) {
+  const size_t steps = 2 * points.size();
+  std::vector<Measurement> measured(steps);
+  std::optional<hw::PerfCounterGroup> counters;  // opened after the warm-up: threads exist then
+  const auto execute = [&](size_t s, int pass) {
+    hw::CpuEngine& engine = *engines[s % 2];
+    const BatchPlan& plan = points[s / 2].batch.plan;
+    if (pass == 0) return engine.Execute(plan);
+    if (!counters) counters.emplace(hw::PerfScope::kProcess);
+    counters->Start();
+    const StepTiming timing = engine.Execute(plan);
+    Accumulate(measured[s].counts, counters->Stop(), pass == 1);
+    return timing;
+  };
+  const auto progress = [&](int pass) {
+    std::fprintf(stderr, "\r  pass %d/%d over %zu steps%s ", pass, repetitions, steps,
+                 pass == 0 ? " (warm-up)" : "");
+  };
+  const std::vector<std::vector<StepTiming>> timings =
+      hw::RunInterleavedPasses(steps, repetitions, execute, progress);
+  for (size_t s = 0; s < steps; ++s) {
+    measured[s].step = hw::MedianByTotal(timings[s]);
+    measured[s].step_spread = hw::RelativeSpread(timings[s]);
+    DivideCounts(measured[s].counts, repetitions);
+  }
+  return measured;
 }
 
 struct Row {
@@ -243,7 +284,7 @@ std::vector<hw::BenchTable> Tables(const std::vector<Row>& rows, const ModelConf
       tables.push_back({});
       tables.back().name = p.experiment;
       for (const char* c : {"x", "cascade_enabled", "cascade_used", "requests", "batches",
-                            "step_ms", "attention_ms", "gemm_ms", "decode_tok_s",
+                            "step_ms", "step_spread", "attention_ms", "gemm_ms", "decode_tok_s",
                             "kv_referenced_bytes", "kv_unique_bytes", "attention_gb_s",
                             "llc_loads", "llc_load_misses"}) {
         tables.back().column_names.emplace_back(c);
@@ -264,6 +305,7 @@ std::vector<hw::BenchTable> Tables(const std::vector<Row>& rows, const ModelConf
                              static_cast<double>(p.batch.plan.num_requests()),
                              p.batches,
                              step_ns * 1e-6,
+                             row.m.step_spread,
                              attention_ns * 1e-6,
                              static_cast<double>(s.term(StepTerm::kGemm)) * 1e-6,
                              static_cast<double>(p.batch.plan.decode_requests) / (step_ns * 1e-9),
@@ -286,8 +328,9 @@ void PrintSummary(std::ostream& out, const std::vector<Row>& rows) {
     out << std::left << std::setw(6) << row.point->experiment << std::setw(26)
         << row.point->variant << std::setw(9)
         << (row.cascade ? (s.cascade_used ? "on(used)" : "on") : "off") << std::right
-        << std::fixed << std::setprecision(2) << std::setw(10) << s.total_ns * 1e-6
-        << std::setw(10) << AttentionNs(s) * 1e-6 << std::setprecision(0) << std::setw(12)
+        << std::fixed << std::setprecision(2) << std::setw(10) << static_cast<double>(s.total_ns) * 1e-6
+        << std::setprecision(0) << std::setw(7) << row.m.step_spread * 100 << " %"
+        << std::setprecision(2) << std::setw(10) << AttentionNs(s) * 1e-6 << std::setprecision(0) << std::setw(12)
         << row.point->batch.plan.decode_requests / (static_cast<double>(s.total_ns) * 1e-9)
         << std::setw(11) << Optional(row.m.counts.llc_load_misses) << '\n';
   }
@@ -315,17 +358,22 @@ int BenchExperimentsCommand(const BenchExperimentsOptions& options, std::ostream
   const ResolvedText model_text = ReadNamedFile(options.model, "scenarios/models", "model");
   const ModelConfig model = ParseModelConfig(model_text.text, model_text.display_name);
   const int threads = options.threads > 0 ? options.threads : hw::UsableThreads();
-  const int repetitions = options.quick ? 2 : 4;
+  const int repetitions = options.quick ? 3 : 7;
   // Pool: the largest experiment (exp2: 64 × 2,048 private tokens) plus room to scatter.
   const uint64_t pool = 16384;
   const std::vector<Point> points = Experiments(options.quick, pool);
+  hw::CpuEngine without_cascade(model, pool, kBlockTokens,
+                                hw::CpuEngineOptions{.num_threads = threads,
+                                                     .cascade_attention = false});
+  hw::CpuEngine with_cascade(model, pool, kBlockTokens,
+                             hw::CpuEngineOptions{.num_threads = threads,
+                                                  .cascade_attention = true});
+  hw::CpuEngine* engines[2] = {&without_cascade, &with_cascade};
+  std::vector<Measurement> measured = MeasureAll(points, engines, repetitions);
   std::vector<Row> rows;
   for (const bool cascade : {false, true}) {
-    hw::CpuEngine engine(model, pool, kBlockTokens,
-                         hw::CpuEngineOptions{.num_threads = threads, .cascade_attention = cascade});
-    for (const Point& point : points) {
-      rows.push_back({&point, cascade, Measure(engine, point.batch.plan, repetitions)});
-      std::fprintf(stderr, "\r  %zu/%zu points ", rows.size(), 2 * points.size());
+    for (size_t p = 0; p < points.size(); ++p) {
+      rows.push_back({&points[p], cascade, measured[2 * p + (cascade ? 1 : 0)]});
     }
   }
   std::fputc('\n', stderr);

@@ -23,6 +23,7 @@
 #include "hw/cpu_engine.h"
 #include "hw/gemm.h"
 #include "hw/host_info.h"
+#include "hw/interleaved_passes.h"
 #include "hw/probes.h"
 #include "hw/synthetic_batch.h"
 #include "sim/device_profile.h"
@@ -157,21 +158,9 @@ Probes RunProbes(bool quick, int threads, hw::GemmBackend backend, size_t llc_by
   return probes;
 }
 
-// The repetition with the median total of one grid point (its terms stay consistent with its
-// total).
-StepTiming MedianByTotal(std::vector<StepTiming>& timings) {
-  std::sort(timings.begin(), timings.end(),
-            [](const StepTiming& a, const StepTiming& b) { return a.total_ns < b.total_ns; });
-  return timings[timings.size() / 2];
-}
-
-// Measures every grid point `repetitions` times in interleaved passes over the whole grid, after
-// one warm-up pass (caches, buffers grown, KV written once), and keeps each point's median.
-// Why passes and not `repetitions` runs in a row: this VM's speed drifts by 10-20 % over
-// minutes; back-to-back repetitions share one drift state, so the median of a point said more
-// about when it ran than about its shape (the same GEMM shape measured 8 and 14 ms). Spreading
-// each point's repetitions over the whole calibration, alternating the pass direction so a
-// linear drift cancels, gives every point the same mix of machine states.
+// Measures every grid point `repetitions` times in interleaved passes (hw/interleaved_passes.h:
+// this VM's speed drifts over minutes, and back-to-back repetitions would give every point its
+// own drift state) and keeps each point's median repetition.
 std::vector<MeasuredStep> MeasureGrid(std::vector<GridPoint>& grid, const ModelConfig& model,
                                       uint64_t pool_blocks, int threads,
                                       hw::GemmBackend backend, int repetitions,
@@ -192,25 +181,21 @@ std::vector<MeasuredStep> MeasureGrid(std::vector<GridPoint>& grid, const ModelC
     point.spec.pool_blocks = pool_blocks;
     batches.push_back(hw::MakeSyntheticBatch(point.spec));
   }
-  const size_t n = grid.size();
-  std::vector<MeasuredStep> rows(n);
-  std::vector<std::vector<StepTiming>> timings(n);
-  for (int pass = 0; pass <= repetitions; ++pass) {  // pass 0: warm-up
-    for (size_t k = 0; k < n; ++k) {
-      const size_t i = pass % 2 == 0 ? k : n - 1 - k;
-      hw::CpuEngine& engine = *engines[grid[i].cascade];
-      const StepTiming timing = engine.Execute(batches[i].plan);
-      if (pass == 0) {
-        rows[i].shape = engine.last_shape();
-      } else {
-        timings[i].push_back(timing);
-      }
-      ThrowIfInterrupted();
-    }
-    out << "\r  measured pass " << pass << "/" << repetitions << " over " << n << " steps"
-        << (pass == 0 ? " (warm-up)" : "") << std::flush;
-  }
-  for (size_t i = 0; i < n; ++i) rows[i].measured = MedianByTotal(timings[i]);
+  std::vector<MeasuredStep> rows(grid.size());
+  const auto execute = [&](size_t i, int pass) {
+    hw::CpuEngine& engine = *engines[grid[i].cascade];
+    const StepTiming timing = engine.Execute(batches[i].plan);
+    if (pass == 0) rows[i].shape = engine.last_shape();
+    ThrowIfInterrupted();
+    return timing;
+  };
+  const auto progress = [&](int pass) {
+    out << "\r  measured pass " << pass << "/" << repetitions << " over " << grid.size()
+        << " steps" << (pass == 0 ? " (warm-up)" : "") << std::flush;
+  };
+  const std::vector<std::vector<StepTiming>> timings =
+      hw::RunInterleavedPasses(grid.size(), repetitions, execute, progress);
+  for (size_t i = 0; i < grid.size(); ++i) rows[i].measured = hw::MedianByTotal(timings[i]);
   return rows;
 }
 
