@@ -321,7 +321,8 @@ std::vector<hw::BenchTable> Tables(const std::vector<Row>& rows, const ModelConf
 
 void PrintSummary(std::ostream& out, const std::vector<Row>& rows) {
   out << std::left << std::setw(6) << "exp" << std::setw(26) << "variant" << std::setw(9)
-      << "cascade" << std::right << std::setw(10) << "step ms" << std::setw(10) << "attn ms"
+      << "cascade" << std::right << std::setw(10) << "step ms" << std::setw(9) << "spread"
+      << std::setw(10) << "attn ms"
       << std::setw(12) << "tok/s" << std::setw(12) << "LLC miss\n";
   for (const Row& row : rows) {
     const StepTiming& s = row.m.step;
