@@ -4,8 +4,9 @@
 // block table (physical block ids, in token order). Prefix caching follows vLLM v1's
 // KVCacheManager / BlockPool:
 //   - a full block of prompt tokens is identified by its parent-chained hash (the caller passes
-//     the prompt's chain, BlockHashTable::ComputeChain); once its tokens are computed the block is
-//     registered under that hash;
+//     the prompt's chain, BlockHashTable::ComputeChain); once its tokens are scheduled the block
+//     is registered under that hash (vLLM v1 caches full blocks in allocate_slots, so a request
+//     scheduled later in the same step already hits them);
 //   - a new request first looks up its chain: the leading blocks already registered are shared
 //     (reference count +1) instead of recomputed; the hit is capped so that at least one prompt
 //     token is computed (vLLM recomputes the last token to get logits);
@@ -62,7 +63,8 @@ class KvCache {
   // Tokens the request's first Allocate found cached (0 before it).
   [[nodiscard]] uint32_t CachedTokens(RequestId id) const;
   // Registers the request's full prompt blocks among its first `computed_tokens` tokens under
-  // their chain hashes (call as prefill progresses). Each block is considered once (a per-request
+  // their chain hashes (call as prefill is scheduled: the simulator calls it with the tokens
+  // computed by the end of the step being scheduled). Each block is considered once (a per-request
   // cursor, as vLLM's num_cached_block): a block whose hash another block already holds (two
   // requests computed the same prefix concurrently) stays unregistered, the existing registration
   // wins, so NumCachedBlocks counts distinct hashes. (vLLM's BlockPool does not de-duplicate: it

@@ -127,10 +127,23 @@ bool Simulator::ScheduleRunning(uint32_t& budget_tokens) {
       }
     }
     if (self_preempted) break;
+    RegisterScheduledBlocks(id, n);
     s.new_tokens = n;
     budget_tokens -= n;
   }
   return preempted;
+}
+
+void Simulator::RegisterScheduledBlocks(RequestId id, uint32_t new_tokens) {
+  // Safe to hit in this step: a request that hits a block filled in this step is itself a
+  // prefill (a hit stops before the last prompt token), and engines write every prefill chunk's
+  // KV of a layer before prefill attention of that layer reads any (hw/cpu_engine.cc); and a
+  // request scheduled this step is never preempted later in it (victims come from the back of
+  // running_, not yet scheduled).
+  const RequestState& s = state_[id];
+  if (s.computed_tokens < s.prompt_tokens) {
+    kv_.MarkComputed(id, ChainOf(id), s.computed_tokens + new_tokens);
+  }
 }
 
 void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
@@ -167,6 +180,7 @@ void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
     s.phase = Phase::kRunning;
     s.computed_tokens = kv_.CachedTokens(id);
     s.cached_blocks = s.computed_tokens / config_.block_tokens;
+    RegisterScheduledBlocks(id, n);
     s.new_tokens = n;
     budget_tokens -= n;
     records_.requests[id].cached_tokens = s.computed_tokens;
@@ -272,10 +286,8 @@ void Simulator::CompleteStep(const StepTiming& timing, int64_t scheduler_ns, int
       } else {
         step.prefill_tokens += s.new_tokens;
       }
-      const uint32_t before = s.computed_tokens;
       s.computed_tokens += s.new_tokens;
       s.new_tokens = 0;
-      if (before < s.prompt_tokens) kv_.MarkComputed(id, ChainOf(id), s.computed_tokens);
       if (s.computed_tokens == s.SequenceTokens()) {  // the step sampled a token
         RequestRecord& record = records_.requests[id];
         if (s.last_token_ns >= 0) {

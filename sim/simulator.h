@@ -88,6 +88,9 @@ class Simulator {
   bool ScheduleRunning(uint32_t& budget_tokens);
   void AdmitWaiting(uint32_t& budget_tokens);
   void Preempt(RequestId victim);
+  // Registers the prompt blocks a request's scheduled tokens fill (vLLM v1 caches them when it
+  // allocates them, not after the step), so a request scheduled later in the same step hits them.
+  void RegisterScheduledBlocks(RequestId id, uint32_t new_tokens);
   // Forces progress when the pool is empty and the head candidate cannot fit at all.
   void RejectUnservable();
   [[nodiscard]] BatchPlan BuildPlan();

@@ -142,6 +142,37 @@ TEST(SimulatorTest, PrefixCacheHitsShortenPrefill) {
             uncached.summary.term_s[static_cast<size_t>(StepTerm::kOverhead)]);
 }
 
+TEST(SimulatorTest, RequestsScheduledInOneStepShareAPrefixTheStepComputes) {
+  // Four requests of one group arrive together with nothing cached. As in vLLM v1 (blocks are
+  // cached when allocated), the first computes the 800-token prefix and the three admitted after
+  // it in the same step hit it: the first step prefills 800 + 4 × 50 tokens, not 4 × 850.
+  const Workload w = MakeWorkload(4, 1, 800, 50, 4, 0);
+  ServingConfig c = SmallConfig();
+  c.max_num_batched_tokens = 8192;
+  const SimResult r = RunWith(c, w, "fcfs", "always");
+  ExpectConservation(r, w);
+  EXPECT_EQ(r.records.requests[0].cached_tokens, 0u);
+  for (size_t i = 1; i < w.size(); ++i) {
+    EXPECT_EQ(r.records.requests[i].cached_tokens, 800u) << i;
+  }
+  ASSERT_FALSE(r.records.steps.empty());
+  EXPECT_EQ(r.records.steps[0].batch_size, 4u);
+  EXPECT_EQ(r.records.steps[0].prefill_tokens, 800u + 4 * 50u);
+  // Chunked: with 496 tokens a step the first request's prompt spans two steps; the others are
+  // admitted in the second with the budget its last chunk leaves, and hit the prefix that chunk
+  // completes. No prefix token is computed twice.
+  c.max_num_batched_tokens = 496;
+  const SimResult chunked = RunWith(c, w, "fcfs", "always");
+  ExpectConservation(chunked, w);
+  uint64_t prefilled = 0;
+  for (const StepRecord& s : chunked.records.steps) prefilled += s.prefill_tokens;
+  EXPECT_EQ(prefilled, 800u + 4 * 50u);
+  EXPECT_EQ(chunked.records.steps[0].batch_size, 1u);
+  for (size_t i = 1; i < w.size(); ++i) {
+    EXPECT_EQ(chunked.records.requests[i].cached_tokens, 800u) << i;
+  }
+}
+
 TEST(SimulatorTest, PreemptsByRecomputeWhenBlocksRunOut) {
   ServingConfig c = SmallConfig();
   c.kv_cache_blocks = 60;  // 960 tokens: about three requests of 200 + 100 output
