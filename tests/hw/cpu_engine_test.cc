@@ -319,6 +319,33 @@ TEST(CpuEngineTest, BlocksWrittenByOneRequestAreReadByAnother) {
   EXPECT_LE(RelativeDiff(second, via_shared), 1e-4);
 }
 
+// The serving loop lets a request hit prefix blocks that another request of the same step fills
+// (sim/simulator.cc, RegisterScheduledBlocks, as vLLM v1): its prefill must read them after they
+// are written, whatever the order of the two in the plan.
+TEST(CpuEngineTest, APrefillReadsAPrefixWrittenInTheSameStep) {
+  const ModelConfig model = TinyModel();
+  const std::vector<uint32_t> prefix = Blocks(0, 8);
+  std::vector<uint32_t> reader_table = prefix;
+  reader_table.push_back(60);
+  const StepRequest writer = Request(100, 0, 128, true, prefix);
+  const StepRequest reader = Request(7, 128, 16, true, reader_table);
+
+  CpuEngine earlier(model, 64, kBlockTokens, Options(false));
+  (void)earlier.Execute(Plan({writer}));
+  (void)earlier.Execute(Plan({reader}));
+  const std::vector<float> expected = Copy(earlier.last_logits());
+
+  CpuEngine same_step(model, 64, kBlockTokens, Options(false));
+  (void)same_step.Execute(Plan({reader, writer}));  // the reader first in plan order
+  const std::span<const float> reader_row = same_step.last_logits().subspan(0, model.vocab);
+  EXPECT_LE(RelativeDiff(reader_row, expected), 1e-4);
+
+  // Control: without the writer the reader's prefix blocks hold nothing it could match.
+  CpuEngine never_written(model, 64, kBlockTokens, Options(false));
+  (void)never_written.Execute(Plan({reader}));
+  EXPECT_GT(RelativeDiff(never_written.last_logits(), expected), 1e-2);
+}
+
 TEST(CpuEngineTest, TiedEmbeddingsDefaultThreadsAndOpenBlas) {
   ModelConfig model = TinyModel();
   model.tied_embeddings = true;
