@@ -3,7 +3,7 @@
 # Run as a script (cmake -DSOURCE_DIR=... -DOUTPUT=... -P GitRevision.cmake) by the
 # feather_git_rev target on every build, so provenance names the commit a binary was built
 # from, not the one CMake was configured at. "-dirty" marks uncommitted changes to tracked
-# files. The header is rewritten only when its text changes, so an unchanged revision
+# files outside results/ (measured outputs do not change what is built). The header is rewritten only when its text changes, so an unchanged revision
 # recompiles nothing.
 execute_process(COMMAND git rev-parse --short=12 HEAD WORKING_DIRECTORY ${SOURCE_DIR}
                 OUTPUT_VARIABLE rev OUTPUT_STRIP_TRAILING_WHITESPACE ERROR_QUIET
@@ -11,7 +11,7 @@ execute_process(COMMAND git rev-parse --short=12 HEAD WORKING_DIRECTORY ${SOURCE
 if(NOT rev_status EQUAL 0 OR NOT rev)
   set(rev "unknown")
 else()
-  execute_process(COMMAND git diff --quiet HEAD -- WORKING_DIRECTORY ${SOURCE_DIR}
+  execute_process(COMMAND git diff --quiet HEAD -- . ":(exclude)results" WORKING_DIRECTORY ${SOURCE_DIR}
                   RESULT_VARIABLE dirty ERROR_QUIET)
   if(NOT dirty EQUAL 0)
     string(APPEND rev "-dirty")
