@@ -134,6 +134,12 @@ for sweep in sweep_files:
                  meta.get("set", []), timings.get(name), figs))
 run_total = sum(t[0] for t in timings.values())
 plot_total = sum(t[2] for t in timings.values())
+# Beyond the own --jobs workers, a load above the logical CPUs means other users shared them.
+busy = sum(loads) / max(1, len(loads)) > float(info.get("logical_cpus", 0) or 0) + 0.5
+load_comment = ("Other users shared the machine: that slows the runs and inflates the *measured* "
+                "scheduler CPU time charged to simulated time (`scheduler_time: measured` in the "
+                "bases), which matters most for LPM and DFS-weight" if busy else
+                "Nothing else ran: the load is the sweep's own workers")
 lines = ["# Experiment catalogue (model engine, spec profiles)", "",
          "Every sweep of `scenarios/sweeps/` (one per experiment of the paper's evaluation, "
          "DESIGN.md), run with `feather sweep`, drawn with `feather plot`. Regenerate all of it, "
@@ -173,12 +179,9 @@ lines += ["",
           "are not rerun, their sweep keeps the run time recorded when they ran)" % (
               run_total, run_total / 60, plot_total, int(total), int(total) / 60),
           "- machine load during this invocation (1-minute load average every 15 s): "
-          "mean %.1f, max %.1f, min %.1f over %d samples on %s logical CPUs. Other users "
-          "shared the machine: that slows the runs and inflates the *measured* scheduler CPU "
-          "time charged to simulated time (`scheduler_time: measured` in the bases), which "
-          "matters most for LPM and DFS-weight" % (
+          "mean %.1f, max %.1f, min %.1f over %d samples on %s logical CPUs. %s" % (
               sum(loads) / max(1, len(loads)), max(loads or [0]), min(loads or [0]), len(loads),
-              info.get("logical_cpus", "?")),
+              info.get("logical_cpus", "?"), load_comment),
           "- profiles: the committed spec-sheet profiles (`results/profiles/`), "
           "`rtx6000-ada` unless a sweep varies it; model engine only", ""]
 (root / "README.md").write_text("\n".join(lines))
