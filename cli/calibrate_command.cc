@@ -1,7 +1,6 @@
 // calibrate_command.cc: `feather calibrate --target cpu` (see calibrate_command.h).
 #include "cli/calibrate_command.h"
 
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>

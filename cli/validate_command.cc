@@ -1,7 +1,6 @@
 // validate_command.cc: `feather validate` (see validate_command.h).
 #include "cli/validate_command.h"
 
-
 #include <algorithm>
 #include <array>
 #include <cmath>

@@ -176,21 +176,21 @@ uint32_t KvCache::CachedTokens(RequestId id) const {
   return state == nullptr ? 0 : state->cached_tokens;
 }
 
-void KvCache::MarkComputed(RequestId id, std::span<const PrefixHash> chain,
-                           uint32_t computed_tokens) {
+void KvCache::RegisterPromptBlocks(RequestId id, std::span<const PrefixHash> chain,
+                                   uint32_t through_tokens) {
   RequestState* state = id < requests_.size() ? &requests_[id] : nullptr;
   FEATHER_CHECK(state != nullptr && state->table != kNoBlock,
-                "MarkComputed on a request without blocks");
+                "RegisterPromptBlocks on a request without blocks");
   const std::vector<uint32_t>& table = tables_[state->table];
-  const uint32_t full_blocks = computed_tokens / config_.block_tokens;
-  FEATHER_CHECK(full_blocks <= table.size(), "computed tokens exceed the request's blocks");
+  const uint32_t full_blocks = through_tokens / config_.block_tokens;
+  FEATHER_CHECK(full_blocks <= table.size(), "registered tokens exceed the request's blocks");
   if (!config_.prefix_caching) return;
   const auto limit = static_cast<uint32_t>(std::min<size_t>(full_blocks, chain.size()));
   for (uint32_t i = state->marked_blocks; i < limit; ++i) {
     const uint32_t block = table[i];
     // Blocks past the cursor were taken fresh from the queue (hits lie below it) and were
     // un-registered then; only this request can have registered them since, below the cursor.
-    FEATHER_DCHECK(!registered_[block], "block past the MarkComputed cursor is registered");
+    FEATHER_DCHECK(!registered_[block], "block past the registration cursor is registered");
     // Insert keeps an existing registration of the same hash (another request's copy).
     if (index_.Insert(chain[i], block).second) {
       registered_[block] = 1;
@@ -299,7 +299,7 @@ void KvCache::CheckInvariants() const {
     const size_t hit_blocks = state.cached_tokens / config_.block_tokens;
     FEATHER_CHECK(hit_blocks <= table.size(), "hit blocks beyond the table");
     FEATHER_CHECK(hit_blocks <= state.marked_blocks && state.marked_blocks <= table.size(),
-                  "MarkComputed cursor out of range");
+                  "registration cursor out of range");
     for (size_t i = 0; i < table.size(); ++i) {
       const uint32_t b = table[i];
       FEATHER_CHECK(b < n, "block id out of range in a table");

@@ -18,10 +18,10 @@
 // Reference counts also give vLLM's batch-wide common prefix: the leading blocks of any running
 // request whose reference count equals the number of running requests.
 //
-// Complexity: Lookup O(hit blocks); Allocate O(new blocks + hit blocks); MarkComputed O(newly
-// computed blocks); Free O(blocks of the request); CommonPrefixBlocks O(common blocks); all with
-// O(1) expected hash probes. No allocation at steady state once the hash index, the request array
-// and the recycled per-request tables have grown to their peak.
+// Complexity: Lookup O(hit blocks); Allocate O(new blocks + hit blocks); RegisterPromptBlocks
+// O(newly registered blocks); Free O(blocks of the request); CommonPrefixBlocks O(common
+// blocks); all with O(1) expected hash probes. No allocation at steady state once the hash
+// index, the request array and the recycled per-request tables have grown to their peak.
 //
 // Block tables and spans returned by BlockTable() stay valid until the next mutating call.
 #pragma once
@@ -62,16 +62,18 @@ class KvCache {
                               uint32_t prompt_tokens, uint32_t total_tokens);
   // Tokens the request's first Allocate found cached (0 before it).
   [[nodiscard]] uint32_t CachedTokens(RequestId id) const;
-  // Registers the request's full prompt blocks among its first `computed_tokens` tokens under
-  // their chain hashes (call as prefill is scheduled: the simulator calls it with the tokens
-  // computed by the end of the step being scheduled). Each block is considered once (a per-request
+  // Registers the request's full prompt blocks among its first `through_tokens` tokens under
+  // their chain hashes. Call when those tokens are scheduled, as vLLM v1's allocate_slots does:
+  // the simulator passes the tokens computed by the end of the step being scheduled, so a request
+  // admitted later in that step already hits them. Each block is considered once (a per-request
   // cursor, as vLLM's num_cached_block): a block whose hash another block already holds (two
   // requests computed the same prefix concurrently) stays unregistered, the existing registration
   // wins, so NumCachedBlocks counts distinct hashes. (vLLM's BlockPool does not de-duplicate: it
   // keeps both copies under the hash, hits the older, counts both as cached and their reuse as
-  // evictions, and the hash stays a hit while either survives.) `computed_tokens` must not
+  // evictions, and the hash stays a hit while either survives.) `through_tokens` must not
   // exceed the tokens the request's table covers.
-  void MarkComputed(RequestId id, std::span<const PrefixHash> chain, uint32_t computed_tokens);
+  void RegisterPromptBlocks(RequestId id, std::span<const PrefixHash> chain,
+                            uint32_t through_tokens);
   // Releases every block of the request (finish, or preemption by recompute).
   void Free(RequestId id);
 
@@ -106,7 +108,7 @@ class KvCache {
   struct RequestState {
     uint32_t table = kNoBlock;   // index into tables_, kNoBlock when not allocated
     uint32_t cached_tokens = 0;  // hit found by the first Allocate
-    uint32_t marked_blocks = 0;  // leading blocks MarkComputed has already considered
+    uint32_t marked_blocks = 0;  // leading blocks already considered for registration
   };
   // Free-queue links of one block (kNoBlock = none); meaningful only while its ref count is 0.
   struct Links {

@@ -142,7 +142,7 @@ void Simulator::RegisterScheduledBlocks(RequestId id, uint32_t new_tokens) {
   // running_, not yet scheduled).
   const RequestState& s = state_[id];
   if (s.computed_tokens < s.prompt_tokens) {
-    kv_.MarkComputed(id, ChainOf(id), s.computed_tokens + new_tokens);
+    kv_.RegisterPromptBlocks(id, ChainOf(id), s.computed_tokens + new_tokens);
   }
 }
 

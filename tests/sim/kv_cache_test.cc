@@ -48,10 +48,10 @@ TEST(KvCache, HitAfterFinishedRequest) {
   EXPECT_EQ(Table(kv, 0), (Blocks{0, 1, 2, 3, 4}));
   EXPECT_EQ(kv.CachedTokens(0), 0u);
   // Computed tokens register only full prompt blocks within them.
-  kv.MarkComputed(0, chain, 40);
+  kv.RegisterPromptBlocks(0, chain, 40);
   EXPECT_EQ(kv.NumCachedBlocks(), 2u);
   EXPECT_EQ(kv.LookupCachedTokens(chain, 70), 32u);
-  kv.MarkComputed(0, chain, 70);
+  kv.RegisterPromptBlocks(0, chain, 70);
   EXPECT_EQ(kv.NumCachedBlocks(), 4u);
   EXPECT_FALSE(kv.IsRegistered(4));  // the partial last block is never hashed
   kv.Free(0);
@@ -75,7 +75,7 @@ TEST(KvCache, HitIsCappedSoThatOneTokenIsComputed) {
   KvCache kv(KvCacheConfig{16, 8, true});
   const std::vector<PrefixHash> chain = {1, 2, 3, 4};
   ASSERT_TRUE(kv.Allocate(0, chain, 64, 64));
-  kv.MarkComputed(0, chain, 64);
+  kv.RegisterPromptBlocks(0, chain, 64);
   EXPECT_EQ(kv.LookupCachedTokens(chain, 64), 48u);  // (64 - 1) / 16 = 3 blocks
   EXPECT_EQ(kv.LookupCachedTokens(chain, 65), 64u);
   EXPECT_EQ(kv.LookupCachedTokens(chain, 17), 16u);
@@ -95,7 +95,7 @@ TEST(KvCache, FreedBlocksGoToTheTailDeepestFirstAndAreEvictedInThatOrder) {
   KvCache kv(KvCacheConfig{16, 6, true});
   const std::vector<PrefixHash> a = {1, 2, 3, 4};
   ASSERT_TRUE(kv.Allocate(0, a, 64, 64));
-  kv.MarkComputed(0, a, 64);
+  kv.RegisterPromptBlocks(0, a, 64);
   kv.Free(0);
   // Last block first: deep blocks sit nearer the head, so they are evicted first.
   EXPECT_EQ(kv.FreeQueue(), (Blocks{4, 5, 3, 2, 1, 0}));
@@ -114,7 +114,7 @@ TEST(KvCache, HitBlocksAreTouchedOutOfTheFreeQueue) {
   KvCache kv(KvCacheConfig{16, 6, true});
   const std::vector<PrefixHash> a = {1, 2, 3};
   ASSERT_TRUE(kv.Allocate(0, a, 48, 48));
-  kv.MarkComputed(0, a, 48);
+  kv.RegisterPromptBlocks(0, a, 48);
   kv.Free(0);
   EXPECT_EQ(kv.FreeQueue(), (Blocks{3, 4, 5, 2, 1, 0}));
   // A request sharing the first two blocks touches them (out of the queue, ref 1), then takes
@@ -140,7 +140,7 @@ TEST(KvCache, HitBlockAtTheQueueHeadIsNotEvictedByItsOwnAllocation) {
   KvCache kv(KvCacheConfig{16, 2, true});
   const std::vector<PrefixHash> a = {1};
   ASSERT_TRUE(kv.Allocate(0, a, 20, 20));
-  kv.MarkComputed(0, a, 20);
+  kv.RegisterPromptBlocks(0, a, 20);
   kv.Free(0);
   EXPECT_EQ(kv.FreeQueue(), (Blocks{1, 0}));
   ASSERT_TRUE(kv.Allocate(1, kNoChain, 16, 16));  // takes block 1: block 0 is now the head
@@ -157,7 +157,7 @@ TEST(KvCache, AllocateFailureChangesNothing) {
   KvCache kv(KvCacheConfig{16, 4, true});
   const std::vector<PrefixHash> a = {1, 2};
   ASSERT_TRUE(kv.Allocate(0, a, 40, 40));  // 3 blocks
-  kv.MarkComputed(0, a, 40);
+  kv.RegisterPromptBlocks(0, a, 40);
   kv.Free(0);
   const Blocks queue = kv.FreeQueue();
   // Needs 2 hits + 3 new = 5 blocks; the two hits are in the queue, so 5 > 4.
@@ -183,7 +183,7 @@ TEST(KvCache, RunningHitsDoNotCountAgainstTheFreeQueue) {
   KvCache kv(KvCacheConfig{16, 5, true});
   const std::vector<PrefixHash> a = {1, 2};
   ASSERT_TRUE(kv.Allocate(0, a, 40, 40));  // blocks 0,1,2
-  kv.MarkComputed(0, a, 40);
+  kv.RegisterPromptBlocks(0, a, 40);
   EXPECT_EQ(kv.NumFreeBlocks(), 2u);
   ASSERT_TRUE(kv.Allocate(1, a, 64, 64));  // 2 shared + 2 new = exactly the queue
   EXPECT_EQ(kv.NumFreeBlocks(), 0u);
@@ -213,8 +213,8 @@ TEST(KvCache, DuplicateRegistrationKeepsTheExistingBlock) {
   ASSERT_TRUE(kv.Allocate(1, a, 40, 40));
   EXPECT_EQ(Table(kv, 0), (Blocks{0, 1, 2}));
   EXPECT_EQ(Table(kv, 1), (Blocks{3, 4, 5}));
-  kv.MarkComputed(1, a, 40);
-  kv.MarkComputed(0, a, 40);
+  kv.RegisterPromptBlocks(1, a, 40);
+  kv.RegisterPromptBlocks(0, a, 40);
   EXPECT_EQ(kv.FindCachedBlock(1), 3u);
   EXPECT_EQ(kv.FindCachedBlock(2), 4u);
   EXPECT_FALSE(kv.IsRegistered(0));
@@ -222,12 +222,12 @@ TEST(KvCache, DuplicateRegistrationKeepsTheExistingBlock) {
   EXPECT_EQ(kv.NumCachedBlocks(), 2u);
   kv.CheckInvariants();
   // The duplicate is considered once: even after the registered copy is evicted, request 0's
-  // blocks are not registered by a repeated MarkComputed (vLLM's per-request cursor).
+  // blocks are not registered by a repeated RegisterPromptBlocks (vLLM's per-request cursor).
   kv.Free(1);
   ASSERT_TRUE(kv.Allocate(2, kNoChain, 80, 80));  // takes every free block: evicts 3 and 4
   EXPECT_EQ(kv.evictions(), 2u);
   EXPECT_EQ(kv.NumCachedBlocks(), 0u);
-  kv.MarkComputed(0, a, 40);
+  kv.RegisterPromptBlocks(0, a, 40);
   EXPECT_EQ(kv.NumCachedBlocks(), 0u);
   // Freed unregistered blocks are plain free blocks: reusing them evicts nothing.
   kv.Free(0);
@@ -241,7 +241,7 @@ TEST(KvCache, PrefixCachingOffNeverHits) {
   KvCache kv(KvCacheConfig{16, 8, false});
   const std::vector<PrefixHash> a = {1, 2, 3};
   ASSERT_TRUE(kv.Allocate(0, a, 50, 50));
-  kv.MarkComputed(0, a, 50);
+  kv.RegisterPromptBlocks(0, a, 50);
   EXPECT_EQ(kv.NumCachedBlocks(), 0u);
   EXPECT_EQ(kv.LookupCachedTokens(a, 50), 0u);
   kv.Free(0);
@@ -256,7 +256,7 @@ TEST(KvCache, CommonPrefixBlocksHomogeneousAndMixed) {
   KvCache kv(KvCacheConfig{16, 32, true});
   const std::vector<PrefixHash> shared = {1, 2, 3, 4};
   ASSERT_TRUE(kv.Allocate(0, shared, 80, 80));
-  kv.MarkComputed(0, shared, 80);
+  kv.RegisterPromptBlocks(0, shared, 80);
   ASSERT_TRUE(kv.Allocate(1, shared, 80, 80));
   ASSERT_TRUE(kv.Allocate(2, shared, 80, 80));
   // All three share 4 blocks (hit cap: 79 / 16 = 4); their 5th blocks are private.
@@ -277,7 +277,7 @@ TEST(KvCache, PreemptedRequestHitsItsOwnBlocksOnReadmission) {
   KvCache kv(KvCacheConfig{16, 8, true});
   const std::vector<PrefixHash> a = {1, 2};
   ASSERT_TRUE(kv.Allocate(5, a, 40, 40));
-  kv.MarkComputed(5, a, 40);
+  kv.RegisterPromptBlocks(5, a, 40);
   kv.Free(5);  // preemption by recompute
   EXPECT_FALSE(kv.IsAllocated(5));
   EXPECT_EQ(kv.CachedTokens(5), 0u);
@@ -307,7 +307,7 @@ TEST(KvCache, RealChainsOfGroupedPromptsShareTheirPrefixBlocks) {
   for (size_t i = 0; i < prompts.size(); ++i)
     chains.push_back(hasher.ComputeChain(prompts.Prompt(i)));
   ASSERT_TRUE(kv.Allocate(0, chains[0], 130, 130));
-  kv.MarkComputed(0, chains[0], 130);
+  kv.RegisterPromptBlocks(0, chains[0], 130);
   EXPECT_EQ(kv.LookupCachedTokens(chains[2], 130), 96u);  // same group
   EXPECT_EQ(kv.LookupCachedTokens(chains[1], 130), 0u);   // other group
   ASSERT_TRUE(kv.Allocate(2, chains[2], 130, 130));
@@ -323,7 +323,7 @@ TEST(KvCache, SteadyChurnDoesNotGrowMemory) {
     const RequestId id = round % 16;
     kv.Free(id);
     ASSERT_TRUE(kv.Allocate(id, a, 130, 130));
-    kv.MarkComputed(id, a, 130);
+    kv.RegisterPromptBlocks(id, a, 130);
     for (uint32_t total = 131; total <= 300; ++total) ASSERT_TRUE(kv.Allocate(id, a, 130, total));
     if (round == 50) warm_bytes = kv.MemoryBytes();
   }
@@ -332,17 +332,17 @@ TEST(KvCache, SteadyChurnDoesNotGrowMemory) {
   kv.CheckInvariants();
 }
 
-TEST(KvCacheDeathTest, MarkComputedWithoutBlocksAborts) {
+TEST(KvCacheDeathTest, RegisterPromptBlocksWithoutBlocksAborts) {
   KvCache kv(KvCacheConfig{16, 4, true});
   const std::vector<PrefixHash> a = {1};
-  EXPECT_DEATH(kv.MarkComputed(0, a, 16), "without blocks");
+  EXPECT_DEATH(kv.RegisterPromptBlocks(0, a, 16), "without blocks");
 }
 
-TEST(KvCacheDeathTest, MarkComputedBeyondTheTableAborts) {
+TEST(KvCacheDeathTest, RegisterPromptBlocksBeyondTheTableAborts) {
   KvCache kv(KvCacheConfig{16, 4, true});
   const std::vector<PrefixHash> a = {1, 2};
   ASSERT_TRUE(kv.Allocate(0, a, 32, 16));
-  EXPECT_DEATH(kv.MarkComputed(0, a, 32), "exceed");
+  EXPECT_DEATH(kv.RegisterPromptBlocks(0, a, 32), "exceed");
 }
 
 TEST(KvCacheDeathTest, BadConfigAndBlockIdsAbort) {
@@ -402,7 +402,7 @@ class ReferenceKv {
     return true;
   }
 
-  void MarkComputed(RequestId id, const std::vector<PrefixHash>& chain, uint32_t computed) {
+  void RegisterPromptBlocks(RequestId id, const std::vector<PrefixHash>& chain, uint32_t computed) {
     Request& r = requests_.at(id);
     if (!prefix_caching_) return;
     const size_t limit = std::min<size_t>(computed / block_tokens_, chain.size());
@@ -606,8 +606,8 @@ void RunDifferential(uint64_t seed, uint32_t ops, DifferentialStats& stats) {
         const auto covered = static_cast<uint32_t>(kv.BlockTable(id).size()) * block_tokens;
         const uint32_t computed =
             rng.Uniform(3) == 0 ? static_cast<uint32_t>(rng.Uniform(covered + 1)) : covered;
-        kv.MarkComputed(id, r.chain, computed);
-        ref.MarkComputed(id, r.chain, computed);
+        kv.RegisterPromptBlocks(id, r.chain, computed);
+        ref.RegisterPromptBlocks(id, r.chain, computed);
       } else {
         kv.Free(id);
         ref.Free(id);
