@@ -13,7 +13,6 @@
 #include <stdexcept>
 #include <utility>
 
-#include "calib/continuous_pricer.h"
 #include "calib/solvers.h"
 
 namespace feather::calib {
@@ -216,7 +215,7 @@ std::vector<size_t> Fitter::Free(std::initializer_list<size_t> indices) const {
 }
 
 void Fitter::Residuals(StepTerm term, const std::vector<size_t>& rows, Eigen::VectorXd& out) const {
-  const ContinuousPricer pricer(profile_, model_);
+  const StepPricer pricer(profile_, model_);
   for (size_t k = 0; k < rows.size(); ++k) {
     const MeasuredStep& row = rows_[rows[k]];
     const double measured = MeasuredNs(row, term);
@@ -673,7 +672,7 @@ void Fitter::FitCascade(TermState& state) {
   // The prefix pass (at the fitted attention rates) is the fixed part, with held parameters.
   DeviceProfile pass = profile_;
   for (const size_t index : free) Field(pass, index) = 0;
-  const ContinuousPricer pricer(pass, model_);
+  const StepPricer pricer(pass, model_);
   FitLinear(
       state, free,
       [&](size_t row, size_t param) {

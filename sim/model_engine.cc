@@ -125,51 +125,52 @@ StepPricer::StepPricer(const DeviceProfile& p, const ModelConfig& model) {
   per_request_ns_ = p.per_request_ns;
 }
 
-StepTiming StepPricer::Price(const StepShape& shape) const {
-  StepTiming timing;
-  if (shape.requests <= 0) return timing;
+std::array<double, kNumStepTerms> StepPricer::Terms(const StepShape& shape) const {
+  std::array<double, kNumStepTerms> terms{};
+  if (shape.requests <= 0) return terms;
   const double p = shape.cascade_prefix_tokens;
+  auto at = [&terms](StepTerm term) -> double& { return terms[static_cast<size_t>(term)]; };
 
   // Linear layers.
-  const double gemm_ns = std::max(
+  at(StepTerm::kGemm) = std::max(
       weight_stream_ns_, shape.new_tokens * linear_ns_per_token_ +
                              shape.sampled_tokens * lm_head_ns_per_token_ +
                              (shape.new_tokens >= 2 ? gemm_batched_fixed_ns_ : 0.0));
 
   // Cascade's shared-prefix pass.
-  double cascade_ns = 0;
   if (shape.cascade()) {
-    cascade_ns = std::max(p * dram_ns_per_kv_token_, shape.new_tokens * p * attn_ns_per_pair_) +
-                 cascade_fixed_ns_ + shape.requests * cascade_ns_per_request_;
+    at(StepTerm::kCascadePrefix) =
+        std::max(p * dram_ns_per_kv_token_, shape.new_tokens * p * attn_ns_per_pair_) +
+        cascade_fixed_ns_ + shape.requests * cascade_ns_per_request_;
   }
 
   // Decode reads (the suffix part under cascade).
   const KvReadSplit split =
       SplitKvReads(shape.decode_kv_tokens, shape.decode_kv_unique_tokens, shape.decode_requests,
                    reuse_window_requests_, reuse_hit_max_);
-  const double decode_ns = (split.dram_tokens + shape.decode_requests) * dram_ns_per_kv_token_;
-  const double reuse_ns = split.l2_tokens * l2_ns_per_kv_token_;
+  at(StepTerm::kDecodeAttention) =
+      (split.dram_tokens + shape.decode_requests) * dram_ns_per_kv_token_;
+  at(StepTerm::kKvReuse) = split.l2_tokens * l2_ns_per_kv_token_;
 
   // Prefill chunks against their context (minus the prefix cascade already covered).
-  double prefill_ns = 0;
   if (shape.prefill_requests > 0) {
-    prefill_ns = std::max(shape.prefill_kv_tokens * dram_ns_per_kv_token_,
-                          shape.prefill_pairs * attn_ns_per_pair_);
+    at(StepTerm::kPrefillAttention) = std::max(shape.prefill_kv_tokens * dram_ns_per_kv_token_,
+                                               shape.prefill_pairs * attn_ns_per_pair_);
   }
 
-  const double overhead_ns = overhead_fixed_ns_ + shape.requests * per_request_ns_;
+  at(StepTerm::kOverhead) = overhead_fixed_ns_ + shape.requests * per_request_ns_;
+  return terms;
+}
 
-  auto set = [&timing](StepTerm term, double ns) {
-    const int64_t rounded = RoundNs(ns);
-    timing.term_ns[static_cast<size_t>(term)] = rounded;
+StepTiming StepPricer::Price(const StepShape& shape) const {
+  StepTiming timing;
+  if (shape.requests <= 0) return timing;
+  const std::array<double, kNumStepTerms> terms = Terms(shape);
+  for (size_t term = 0; term < kNumStepTerms; ++term) {
+    const int64_t rounded = RoundNs(terms[term]);
+    timing.term_ns[term] = rounded;
     timing.total_ns += rounded;
-  };
-  set(StepTerm::kGemm, gemm_ns);
-  set(StepTerm::kDecodeAttention, decode_ns);
-  set(StepTerm::kKvReuse, reuse_ns);
-  set(StepTerm::kCascadePrefix, cascade_ns);
-  set(StepTerm::kPrefillAttention, prefill_ns);
-  set(StepTerm::kOverhead, overhead_ns);
+  }
   timing.cascade_used = shape.cascade();
   return timing;
 }

@@ -73,6 +73,7 @@
 // as such (see above); the assumed profile values absorb them until calibration.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <string_view>
 
@@ -122,10 +123,17 @@ struct MeasuredStep {
                                   bool cascade_enabled, uint32_t sm_count);
 
 // Prices shapes with a profile: the formulas of the file comment. Construction folds the profile
-// and the model into per-unit costs; Price is a few multiply-adds and a pow.
+// and the model into per-unit costs; Terms is a few multiply-adds and a pow.
+//
+// Terms is the one place the formulas live: the simulator's Price rounds each term to whole ns,
+// the calibration fit (calib/fit.h) differentiates Terms numerically, where rounding would make
+// small parameter steps invisible.
 class StepPricer {
  public:
   StepPricer(const DeviceProfile& profile, const ModelConfig& model);
+  // Each term in ns, unrounded, indexed by StepTerm (all 0 for an empty shape).
+  [[nodiscard]] std::array<double, kNumStepTerms> Terms(const StepShape& shape) const;
+  // Terms rounded to whole ns; total_ns is the sum of the rounded terms.
   [[nodiscard]] StepTiming Price(const StepShape& shape) const;
 
  private:

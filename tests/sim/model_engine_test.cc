@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <stdexcept>
 #include <string>
@@ -187,6 +188,32 @@ TEST(ModelEngine, PrefillChunkByHand) {
   EXPECT_EQ(Term(t, StepTerm::kDecodeAttention), 0);
   EXPECT_EQ(Term(t, StepTerm::kOverhead), 1120);
   ExpectTotalIsSumOfTerms(t);
+}
+
+// The fit differentiates Terms: the fractions Price rounds away must be there, and Price must be
+// Terms rounded term by term.
+TEST(StepPricer, TermsAreUnroundedAndPriceRoundsThem) {
+  const ModelConfig model = TinyModel();
+  PlanBuilder b;
+  const StepShape shape = ShapeStep(b.Prefill(32, 64).Build(), model, true, 8);
+  const StepPricer pricer(RoundProfile(), model);
+  const std::array<double, kNumStepTerms> terms = pricer.Terms(shape);
+  EXPECT_NEAR(terms[static_cast<size_t>(StepTerm::kGemm)], 956518.4, 1e-6);
+  EXPECT_NEAR(terms[static_cast<size_t>(StepTerm::kPrefillAttention)], 211353.6, 1e-6);
+  const StepTiming timing = pricer.Price(shape);
+  for (size_t term = 0; term < kNumStepTerms; ++term) {
+    EXPECT_EQ(timing.term_ns[term], std::llround(terms[term])) << term;
+  }
+  ExpectTotalIsSumOfTerms(timing);
+  // A relative step of 1e-9 in the FLOP rate moves the prefill term by 2e-4 ns: visible to the
+  // fit in Terms, invisible after rounding.
+  DeviceProfile nudged = RoundProfile();
+  nudged.dense_flops_per_s *= 1 - 1e-9;
+  const StepPricer nudged_pricer(nudged, model);
+  EXPECT_GT(nudged_pricer.Terms(shape)[static_cast<size_t>(StepTerm::kPrefillAttention)],
+            terms[static_cast<size_t>(StepTerm::kPrefillAttention)]);
+  EXPECT_EQ(nudged_pricer.Price(shape).term_ns, timing.term_ns);
+  EXPECT_EQ(pricer.Terms(StepShape{}), (std::array<double, kNumStepTerms>{}));
 }
 
 TEST(ModelEngine, EmptyPlanCostsNothing) {
