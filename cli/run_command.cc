@@ -63,23 +63,73 @@ class ProgressLine {
   std::chrono::steady_clock::time_point last_;
 };
 
+// A time for a person: milliseconds below 10 s, seconds from there ("310.50 ms", "2889.53 s").
+// Every time line of the text summary goes through it.
+std::string FormatTime(double ms) {
+  char text[64];
+  if (ms < 10'000.0) {
+    std::snprintf(text, sizeof(text), "%.2f ms", ms);
+  } else {
+    std::snprintf(text, sizeof(text), "%.2f s", ms * 1e-3);
+  }
+  return text;
+}
+
+// The text summary of `feather run` (summary.json has the exact values).
 void PrintSummary(std::ostream& out, const RunSummary& s, const std::string& dir) {
+  const auto line = [&](std::string_view label) -> std::ostream& {
+    constexpr size_t kWidth = 25;
+    out << label << std::string(label.size() < kWidth ? kWidth - label.size() : 1, ' ');
+    return out;
+  };
+  const auto per_s = [&](double count) { return s.duration_s > 0 ? count / s.duration_s : 0.0; };
   out << std::fixed << std::setprecision(2);
-  out << "requests finished   " << s.requests_finished << " / " << s.requests << '\n'
-      << "throughput          " << s.throughput_tok_s << " tok/s\n"
-      << "mean / p99 TBT      " << s.mean_tbt_ms << " / " << s.p99_tbt_ms << " ms\n"
-      << "mean TTFT           " << s.mean_ttft_ms << " ms\n"
-      << "mean batch size     " << s.mean_batch_size << '\n'
-      << "simulated duration  " << s.duration_s << " s (engine busy " << s.engine_busy_s
-      << " s, scheduler " << s.scheduler_cpu_s << " s)\n"
-      << "preemptions         " << s.preemptions << ", evictions " << s.evictions << '\n'
-      << "cascade steps       " << s.cascade_step_fraction * 100.0 << " %\n"
-      << "outputs             " << dir << "/summary.json, " << dir << "/results.h5\n";
+  line("requests finished") << s.requests_finished << " / " << s.requests;
+  if (s.requests_unservable > 0) out << " (" << s.requests_unservable << " unservable, rejected)";
+  out << '\n';
+  line("output tok/s") << s.throughput_tok_s << '\n';
+  // Prompt tokens the engine computed (recompute after preemption included): cache hits cost no
+  // compute and are not counted here, but in the hit rate below.
+  line("input (prefilled) tok/s") << per_s(static_cast<double>(s.prefill_tokens))
+                                  << " (cache hits not counted)\n";
+  line("prompt cache hit rate");
+  if (s.admitted_prompt_tokens > 0) {
+    out << 100.0 * static_cast<double>(s.cached_prompt_tokens) /
+               static_cast<double>(s.admitted_prompt_tokens)
+        << " % of the prompt tokens of admitted requests\n";
+  } else {
+    out << "n/a (no request admitted)\n";
+  }
+  line("mean / p99 TBT") << FormatTime(s.mean_tbt_ms) << " / " << FormatTime(s.p99_tbt_ms) << '\n';
+  line("mean / p99 TTFT") << FormatTime(s.mean_ttft_ms) << " / " << FormatTime(s.p99_ttft_ms)
+                          << '\n';
+  line("mean latency") << FormatTime(s.mean_latency_ms) << " (arrival to last token)\n";
+  line("mean batch size") << s.mean_batch_size << '\n';
+  line("simulated duration") << FormatTime(s.duration_s * 1e3) << " (engine busy "
+                             << FormatTime(s.engine_busy_s * 1e3) << ", scheduler "
+                             << FormatTime(s.scheduler_cpu_s * 1e3) << ")\n";
+  line("preemptions") << s.preemptions << ", evictions " << s.evictions << '\n';
+  line("cascade steps") << s.cascade_step_fraction * 100.0 << " %\n";
+  if (s.overloaded) {
+    // RunSummary::overloaded says how this is decided.
+    line("overloaded")
+        << "yes: arrivals outpaced service; " << s.waiting_at_last_arrival << " of " << s.requests
+        << " requests still waited for admission when the last one arrived ("
+        << FormatTime(s.arrival_span_s * 1e3) << " after the first); the run "
+        << "ended "
+        << FormatTime((s.duration_s > s.arrival_span_s ? s.duration_s - s.arrival_span_s : 0.0) *
+                      1e3)
+        << " later; TTFT and latency mostly measure that queue\n";
+  }
+  line("outputs") << dir << "/summary.json, " << dir << "/results.h5\n";
 }
 
 int RunScenario(const RunCommandOptions& options, std::ostream& out) {
   const Scenario scenario = LoadScenarioOrDefault(options.scenario_path, options.overrides);
   const PreparedRun prepared = PrepareRun(scenario);
+  const std::string dir = options.out_dir.empty() ? "out/" + scenario.name : options.out_dir;
+  // A folder the outputs cannot go to is found now, not after the simulation.
+  PrepareOutputDir(dir);
   ThrowIfInterrupted();
   const Workload workload = GenerateWorkload(scenario.workload, scenario.seed);
   ThrowIfInterrupted();
@@ -87,14 +137,13 @@ int RunScenario(const RunCommandOptions& options, std::ostream& out) {
   SimResult result;
   {
     ProgressLine progress;
-    // The serving loop calls this every few thousand steps: the safe point to stop at.
+    // The serving loop calls this after every step: the safe point to stop at.
     result = ExecuteRun(prepared, workload, *policy, [&](const SimProgress& p) {
       progress.Update(p);
       ThrowIfInterrupted();
     });
   }
   ThrowIfInterrupted();
-  const std::string dir = options.out_dir.empty() ? "out/" + scenario.name : options.out_dir;
   RunOutputMeta meta;
   meta.scenario = ScenarioToJson(scenario);
   meta.scenario["resolved"] = ResolvedRunJson(prepared);
@@ -119,7 +168,37 @@ int RunScenario(const RunCommandOptions& options, std::ostream& out) {
   } else {
     PrintSummary(out, result.summary, dir);
   }
-  return 0;
+  // Requests that can never be served, and a run that finishes nothing, fail the run (exit 3)
+  // after its outputs are written: they are the scenario's problem, and the outputs show it.
+  constexpr int kExitUnserved = 3;
+  out.flush();
+  const RunSummary& s = result.summary;
+  const bool allowed = scenario.workload.limits.allow_unservable;
+  const std::string unservable = DescribeUnservable(result.unservable, s.requests);
+  if (!unservable.empty()) {
+    std::fprintf(stderr, "feather: %s%s\n", unservable.c_str(),
+                 allowed ? " (expected: limits.allow_unservable is true)"
+                         : "; set limits.allow_unservable: true if that is expected");
+  }
+  if (s.requests > 0 && s.requests_finished == 0) {  // fails even when unservable is allowed
+    std::string why = "every request was rejected as unservable";
+    if (s.requests_unservable < s.requests) {
+      std::ostringstream limit;
+      limit << "the run stopped at";
+      if (scenario.serving.max_steps > 0) limit << " run.max_steps " << scenario.serving.max_steps;
+      if (scenario.serving.max_sim_ns > 0) {
+        limit << " run.max_time_s " << static_cast<double>(scenario.serving.max_sim_ns) * 1e-9;
+      }
+      limit << " before any request finished";
+      why = limit.str();
+    }
+    std::fprintf(stderr, "feather: no request finished: %s; %s has the details\n", why.c_str(),
+                 dir.c_str());
+    return kExitUnserved;
+  }
+  return RunUnserved(s.requests, s.requests_finished, s.requests_unservable, allowed)
+             ? kExitUnserved
+             : 0;
 }
 
 // Runs `command` with SIGINT/SIGTERM polled (cli/interrupt.h). An interrupt removes the

@@ -3,13 +3,15 @@
 //   feather run [SCENARIO.yaml] [--out DIR] [--set key=value]...
 //     Runs the scenario (the built-in default when no file is given) and writes DIR/summary.json
 //     and DIR/results.h5 atomically (default DIR: out/<scenario name>). Prints the headline
-//     metrics; progress goes to stderr when it is a terminal.
+//     metrics; progress goes to stderr when it is a terminal. DIR is checked before simulating
+//     (sim/run_output.h PrepareOutputDir): an existing DIR is replaced only when it holds an
+//     earlier feather run or nothing; temps a killed run left next to it are removed.
 //   feather pretrain SCENARIO.yaml --steps N --out FILE [--set key=value]...
 //     Trains the scenario's stop policy for N engine steps (the workload is regenerated with the
 //     next seed whenever it runs out) and saves it to FILE, for `scheduler.policy.load`.
 //
 // SIGINT / SIGTERM (cli/interrupt.h) stop either command at the next safe point (between stages,
-// every few thousand serving-loop steps): no partial output is left, an existing output
+// after every serving-loop step): no partial output is left, an existing output
 // directory or policy file is untouched, one line goes to stderr and the exit code is 130 / 143.
 // A signal that arrives once the outputs are being installed lets them finish (they are
 // complete) and still exits 130 / 143.

@@ -34,6 +34,7 @@
 #include "cli/sweep_spec.h"
 #include "cli/sweep_table.h"
 #include "hw/host_info.h"
+#include "sim/run_output.h"
 
 namespace feather {
 namespace {
@@ -136,6 +137,7 @@ OrderedJson SweepJson(const SweepSpec& spec, const SweepCommandOptions& options,
   }
   OrderedJson set = OrderedJson::array();
   for (const SweepValue& v : spec.fixed) set.push_back(v.key + "=" + v.text);
+  for (const std::string& v : spec.command_line_sets) set.push_back(v);
   std::error_code error;
   const fs::path cwd = fs::current_path(error);
   const nlohmann::json host = ToJson(ReadHostInfo());
@@ -201,6 +203,7 @@ enum class PointState { kMissing, kFinished, kStale };
 PointState StateOf(const fs::path& point_dir, const SweepPoint& point) {
   const std::optional<OrderedJson> summary = ReadSummary(point_dir);
   if (!summary) return PointState::kMissing;
+  if (SummaryRunUnserved(*summary)) return PointState::kMissing;  // its run exited 3: retry it
   if (!summary->contains("scenario")) return PointState::kStale;
   nlohmann::json echoed = nlohmann::json::parse((*summary)["scenario"].dump());
   echoed.erase("resolved");
@@ -370,11 +373,41 @@ std::string LastLine(const fs::path& file) {
 
 // ---- sweep ------------------------------------------------------------------------------------
 
+// Checks, before anything is written, that `dir` can hold this sweep's outputs: it is missing,
+// empty, or an earlier sweep's folder (a sweep.json feather wrote; shards share one). Anything
+// else is not ours to write into. Creates `dir`/points. Throws std::runtime_error naming --out.
+void PrepareSweepDir(const fs::path& dir) {
+  std::error_code error;
+  const fs::file_status status = fs::status(dir, error);
+  if (fs::exists(status)) {
+    if (!fs::is_directory(status)) {
+      throw std::runtime_error("sweep output folder '" + dir.string() +
+                               "' exists and is not a directory; choose another --out");
+    }
+    bool ours = fs::is_empty(dir, error);
+    if (!ours && fs::is_regular_file(dir / "sweep.json", error)) {
+      std::ifstream in(dir / "sweep.json", std::ios::binary);
+      const nlohmann::json json = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+      ours = json.is_object() && json.contains("format_version") && json.contains("points");
+    }
+    if (!ours) {
+      throw std::runtime_error("sweep output folder '" + dir.string() +
+                               "' holds files that are not a feather sweep's (no sweep.json); "
+                               "choose another --out or move that folder away yourself");
+    }
+  }
+  fs::create_directories(dir / "points", error);
+  if (error) {
+    throw std::runtime_error("cannot create the sweep output folder '" + (dir / "points").string() +
+                             "': " + error.message());
+  }
+}
+
 int RunSweep(const SweepCommandOptions& options, std::ostream& out) {
   // Everything is checked before anything is written.
   uint32_t shard_k = 1, shard_n = 1;
   if (!options.shard.empty()) std::tie(shard_k, shard_n) = ParseShard(options.shard);
-  const SweepSpec spec = LoadSweepFile(options.sweep_file);
+  const SweepSpec spec = LoadSweepFile(options.sweep_file, options.sets);
   const std::vector<size_t> mine = ShardPoints(spec.points.size(), shard_k, shard_n);
   const fs::path dir =
       options.out_dir.empty() ? fs::path("out/sweeps") / spec.name : fs::path(options.out_dir);
@@ -395,7 +428,7 @@ int RunSweep(const SweepCommandOptions& options, std::ostream& out) {
   }
 
   const InterruptScope scope;
-  fs::create_directories(points_dir);
+  PrepareSweepDir(dir);
   WriteFileAtomically(dir / "sweep.json", SweepJson(spec, options, shard_text).dump(2) + "\n");
   std::vector<std::string> my_names;
   for (const size_t i : mine) my_names.push_back(spec.points[i].name);

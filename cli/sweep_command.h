@@ -39,6 +39,7 @@ struct SweepCommandOptions {
   std::string shard;                    // "K/N"; empty: all points
   bool list = false;                    // print the points and exit
   std::vector<std::string> merge_dirs;  // --merge DIR [SHARD_DIR...]
+  std::vector<std::string> sets;        // --set key=value, applied to every point last
   std::vector<std::string> command;     // argv, for provenance
 };
 

@@ -110,6 +110,7 @@ std::optional<SweepValue> MakeValue(YamlProblems& problems, const std::string& w
   SweepValue v;
   v.key = key;
   v.line = LineOf(value);
+  v.section = where;
   v.display = value.IsScalar() ? value.Scalar() : FlowText(value);
   if (IsPathKey(key) && value.IsScalar()) {
     const std::string& text = value.Scalar();
@@ -240,17 +241,33 @@ void ValidatePoints(SweepSpec& spec, std::vector<InputProblem>& out) {
           add(p);
           continue;
         }
-        // The override the problem is about: its key, or a key path under it.
+        // The override the problem is about: its key, or a key path under it. The problem is
+        // reported at that value's line, under the section it is in ("vary.KEY").
         InputProblem moved{spec.file, 0, p.key, p.message};
         auto matches = [&](const SweepValue& v) {
           return p.key == v.key || p.key.rfind(v.key + ".", 0) == 0;
         };
+        const auto move_to = [&](const SweepValue& v) {
+          moved.line = v.line;
+          moved.key = v.section.empty() ? p.key : v.section + "." + p.key;
+        };
+        // The command line's own --set are applied last, so they are the value in force: their
+        // problems stay "--set" problems.
+        bool from_command_line = false;
+        for (const std::string& set : spec.command_line_sets) {
+          const std::string key = set.substr(0, set.find('='));
+          from_command_line |= p.key == key || p.key.rfind(key + ".", 0) == 0;
+        }
+        if (from_command_line) {
+          add(p);
+          continue;
+        }
         for (const SweepValue& v : point.values) {
-          if (matches(v)) moved.line = v.line;
+          if (matches(v)) move_to(v);
         }
         if (moved.line == 0) {
           for (const SweepValue& v : spec.fixed) {
-            if (matches(v)) moved.line = v.line;
+            if (matches(v)) move_to(v);
           }
         }
         add(std::move(moved));
@@ -299,7 +316,8 @@ std::vector<size_t> ShardPoints(size_t point_count, uint32_t k, uint32_t n) {
 }
 
 SweepSpec LoadSweepText(std::string_view text, const std::string& display_name,
-                        const std::string& base_dir, bool validate_scenarios) {
+                        const std::string& base_dir, bool validate_scenarios,
+                        std::span<const std::string> sets) {
   YAML::Node doc = ParseYaml(text, display_name);
   if (!doc.IsMap()) {
     throw InputError(
@@ -309,6 +327,7 @@ SweepSpec LoadSweepText(std::string_view text, const std::string& display_name,
   YamlProblems problems(display_name);
   SweepSpec spec;
   spec.file = display_name;
+  spec.command_line_sets.assign(sets.begin(), sets.end());
   std::vector<std::vector<SweepValue>> point_lists;  // from `points`
   std::vector<YAML::Node> point_list_nodes;
   std::vector<VaryDimension> vary;  // one per `vary` entry
@@ -450,6 +469,7 @@ SweepSpec LoadSweepText(std::string_view text, const std::string& display_name,
   for (SweepPoint& p : spec.points) {
     for (const SweepValue& v : spec.fixed) p.overrides.push_back(v.key + "=" + v.text);
     for (const SweepValue& v : p.values) p.overrides.push_back(v.key + "=" + v.text);
+    for (const std::string& set : spec.command_line_sets) p.overrides.push_back(set);
   }
   std::vector<InputProblem> all = problems.Take();
   if (all.empty() && validate_scenarios) ValidatePoints(spec, all);
@@ -457,10 +477,10 @@ SweepSpec LoadSweepText(std::string_view text, const std::string& display_name,
   return spec;
 }
 
-SweepSpec LoadSweepFile(const std::string& path) {
+SweepSpec LoadSweepFile(const std::string& path, std::span<const std::string> sets) {
   const std::string text = ReadTextFile(path, "sweep file");
   const std::string base_dir = fs::path(path).parent_path().string();
-  return LoadSweepText(text, path, base_dir.empty() ? "." : base_dir);
+  return LoadSweepText(text, path, base_dir.empty() ? "." : base_dir, true, sets);
 }
 
 }  // namespace feather

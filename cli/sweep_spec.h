@@ -35,6 +35,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -49,6 +50,7 @@ struct SweepValue {
   std::string text;     // the value as --set text (flow YAML: "100", "{kind: fixed, value: 5}")
   std::string display;  // the value as the name and the table show it
   uint32_t line = 0;    // where the value is in the sweep file (for messages)
+  std::string section;  // the part of the sweep file it is in: "set", "vary", "points[2]"
 };
 
 struct SweepPoint {
@@ -66,18 +68,25 @@ struct SweepSpec {
   std::string name;               // `name`, or the file's stem
   std::string base;               // the base scenario, resolved against the sweep file's folder
   std::vector<SweepValue> fixed;  // `set`
+  // `feather sweep --set key=value`: applied to every point after everything in the file (so
+  // they win), as "key=value"; they do not name points.
+  std::vector<std::string> command_line_sets;
   std::vector<std::string> swept_keys;  // every key a point sets, in first-appearance order
   std::vector<SweepPoint> points;       // in expansion order
   nlohmann::ordered_json plot;          // the `plot` map as JSON ({} when absent)
 };
 
-// Reads, expands and validates `path`; throws InputError listing every problem.
-[[nodiscard]] SweepSpec LoadSweepFile(const std::string& path);
+// Reads, expands and validates `path`; throws InputError listing every problem. `sets` are the
+// command line's --set overrides (SweepSpec::command_line_sets); their problems are reported
+// against "--set", as `feather run` does.
+[[nodiscard]] SweepSpec LoadSweepFile(const std::string& path,
+                                      std::span<const std::string> sets = {});
 
 // Same from text (tests); `display_name` names the file in messages and `base_dir` resolves
 // relative paths. `validate_scenarios` = false skips loading the points' scenarios.
 [[nodiscard]] SweepSpec LoadSweepText(std::string_view text, const std::string& display_name,
-                                      const std::string& base_dir, bool validate_scenarios = true);
+                                      const std::string& base_dir, bool validate_scenarios = true,
+                                      std::span<const std::string> sets = {});
 
 // The filesystem-safe form of a name fragment: characters outside [A-Za-z0-9._=,+-] become '_',
 // runs of '_' collapse, a leading '.' or '-' gets a '_' in front.

@@ -3,12 +3,14 @@
 
 #include <algorithm>
 #include <bit>
+#include <charconv>
 #include <cmath>
 #include <cstdio>
 #include <iomanip>
 #include <ostream>
 #include <span>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -91,6 +93,13 @@ TraceStats ComputeTraceStats(const MooncakeTrace& trace, const std::string& file
   s.duration_s = static_cast<double>(last_ms - first_ms) * 1e-3;
   s.mean_rate_per_s = s.duration_s > 0 ? static_cast<double>(s.requests) / s.duration_s : 0;
   s.bin_s = options.bin_s > 0 ? options.bin_s : AutoBin(s.duration_s);
+  if (s.duration_s / s.bin_s >= static_cast<double>(kMaxRateBins)) {
+    std::ostringstream why;
+    why << "--bin-s: a bin of " << s.bin_s << " s cuts the trace's " << s.duration_s
+        << " s into more than " << kMaxRateBins << " bins; give at least "
+        << s.duration_s / static_cast<double>(kMaxRateBins - 1);
+    throw std::invalid_argument(why.str());
+  }
   const auto bins = static_cast<size_t>(std::floor(s.duration_s / s.bin_s)) + 1;
   s.requests_per_bin.assign(bins, 0);
   uint64_t run = 0;
@@ -298,12 +307,25 @@ void PrintTraceStats(std::ostream& out, const TraceStats& s) {
   }
 }
 
+double ParseBinSeconds(const std::string& text) {
+  double value = 0;
+  const char* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc() || ptr != end || !std::isfinite(value) || value <= 0) {
+    throw std::invalid_argument("--bin-s: expected a positive number of seconds, got '" + text +
+                                "'");
+  }
+  return value;
+}
+
 int TraceStatsCommand(const TraceStatsCommandOptions& options, std::ostream& out) {
+  TraceStatsOptions stats_options = options.stats;
+  if (!options.bin_s.empty()) stats_options.bin_s = ParseBinSeconds(options.bin_s);
   TraceReadOptions read;
   read.limit = options.stats.limit;
   read.block_tokens = options.stats.block_tokens;
   const MooncakeTrace trace = ReadMooncakeTrace(options.trace_path, read);
-  const TraceStats stats = ComputeTraceStats(trace, options.trace_path, options.stats);
+  const TraceStats stats = ComputeTraceStats(trace, options.trace_path, stats_options);
   if (options.json) {
     out << TraceStatsToJson(stats).dump(2) << '\n';
   } else {

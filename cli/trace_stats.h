@@ -68,6 +68,17 @@ struct TraceStatsOptions {
   double bin_s = 0;    // rate-over-time bin; 0 = about 20 bins of a round length
 };
 
+// The most rate-over-time bins a trace's duration may be cut into: a shorter bin_s is a
+// std::invalid_argument naming --bin-s (a 1e-300 s bin would ask for 1e300 counters).
+inline constexpr uint64_t kMaxRateBins = 100'000;
+
+// A --bin-s value: a positive, finite number of seconds ("2", "0.5", "1e3"). Throws
+// std::invalid_argument "--bin-s: ..." (one line; exit 2 in the CLI) for anything else: 0, a
+// negative number, nan, inf, text.
+[[nodiscard]] double ParseBinSeconds(const std::string& text);
+
+// Throws std::invalid_argument (naming --bin-s) when options.bin_s cuts the trace into
+// kMaxRateBins bins or more.
 [[nodiscard]] TraceStats ComputeTraceStats(const MooncakeTrace& trace, const std::string& file,
                                            const TraceStatsOptions& options);
 [[nodiscard]] nlohmann::ordered_json TraceStatsToJson(const TraceStats& stats);
@@ -76,10 +87,12 @@ void PrintTraceStats(std::ostream& out, const TraceStats& stats);
 struct TraceStatsCommandOptions {
   std::string trace_path;
   TraceStatsOptions stats;
+  std::string bin_s;  // --bin-s as given ("" = stats.bin_s); parsed by ParseBinSeconds
   bool json = false;
 };
 
-// Reads the trace (InputError for a bad one: exit 2 in the CLI) and prints its statistics.
+// Checks --bin-s, reads the trace (InputError for a bad one: exit 2 in the CLI) and prints its
+// statistics.
 int TraceStatsCommand(const TraceStatsCommandOptions& options, std::ostream& out);
 
 }  // namespace feather

@@ -379,11 +379,22 @@ std::string StopPolicyToJson(const StopPolicy& policy) {
 }
 
 void StopPolicyFromJson(StopPolicy& policy, std::string_view text, const std::string& source) {
+  // A saved policy nests 4 levels deep; the parse stops past 64, before anything could recurse
+  // over a bomb of brackets (a 100,000-deep value would overflow the stack when printed or freed).
+  constexpr int kMaxNesting = 64;
+  struct TooDeep {};
+  const Json::parser_callback_t bounded = [](int depth, Json::parse_event_t, Json&) {
+    if (depth > kMaxNesting) throw TooDeep{};
+    return true;
+  };
   Json root;
   try {
-    root = Json::parse(text);
+    root = Json::parse(text, bounded);
   } catch (const Json::parse_error& e) {
     throw std::runtime_error(source + ": invalid JSON: " + e.what());
+  } catch (const TooDeep&) {
+    throw std::runtime_error(source + ": arrays and objects nested deeper than " +
+                             std::to_string(kMaxNesting) + " levels; not a saved stop policy");
   }
   Reader r;
   auto fail_if_problems = [&] {

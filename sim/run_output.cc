@@ -1,6 +1,8 @@
 // run_output.cc: summary.json and results.h5 for one run, written atomically as a directory.
 #include "sim/run_output.h"
 
+#include <signal.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -9,6 +11,8 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -146,14 +150,62 @@ void WriteTextFile(const fs::path& path, std::string_view text) {
   }
 }
 
-// Puts the finished temp directory at `target`, replacing an earlier run's directory.
+// Whether `dir` holds an earlier run's outputs: a summary.json that feather wrote (a JSON object
+// whose provenance names a feather_version). Only such a directory is replaced.
+bool HoldsFeatherRun(const fs::path& dir) {
+  constexpr std::uintmax_t kMaxSummaryBytes = std::uintmax_t{64} << 20;
+  const fs::path summary = dir / "summary.json";
+  std::error_code error;
+  if (!fs::is_regular_file(fs::symlink_status(summary, error))) return false;
+  const std::uintmax_t size = fs::file_size(summary, error);
+  if (error || size > kMaxSummaryBytes) return false;
+  std::ifstream in(summary, std::ios::binary);
+  std::string text(static_cast<size_t>(size), '\0');
+  if (!in.read(text.data(), static_cast<std::streamsize>(size))) return false;
+  // A summary nests a few levels deep; anything deeper is not one (and is not built at all).
+  struct TooDeep {};
+  const nlohmann::json::parser_callback_t bounded = [](int depth, nlohmann::json::parse_event_t,
+                                                       nlohmann::json&) {
+    if (depth > 16) throw TooDeep{};
+    return true;
+  };
+  nlohmann::json json;
+  try {
+    json = nlohmann::json::parse(text, bounded, /*allow_exceptions=*/false);
+  } catch (const TooDeep&) {
+    return false;
+  }
+  if (!json.is_object()) return false;
+  const auto provenance = json.find("provenance");
+  return provenance != json.end() && provenance->is_object() &&
+         provenance->contains("feather_version");
+}
+
+// Why `target`, which exists, may not be replaced by a run's outputs (nullopt when it may).
+std::optional<std::string> ReplaceableOutputProblem(const fs::path& target) {
+  std::error_code error;
+  const fs::file_status status = fs::symlink_status(target, error);
+  std::string why = "'";
+  why += target.string();
+  if (fs::is_symlink(status) || !fs::is_directory(status)) {
+    return why + "' exists and is not a directory; not replacing it";
+  }
+  if (fs::is_empty(target, error) || HoldsFeatherRun(target)) return std::nullopt;
+  return why +
+         "' exists and does not hold a feather run (no summary.json written by feather); not "
+         "replacing it: choose another --out or scenario name, or move that folder away yourself";
+}
+
+// Puts the finished temp directory at `target`, replacing an earlier run's directory (only a
+// directory ReplaceableOutputProblem accepts: a run of feather's, or an empty one).
 void Install(const fs::path& temp, const fs::path& target, const std::string& pid) {
   std::error_code error;
   const fs::file_status status = fs::symlink_status(target, error);
   if (error && error != std::errc::no_such_file_or_directory) {
     throw std::runtime_error("cannot inspect '" + target.string() + "': " + error.message());
   }
-  if (!fs::exists(status)) {
+  // rename(2) puts a directory in place of a missing path or of an empty directory, atomically.
+  if (!fs::exists(status) || (fs::is_directory(status) && fs::is_empty(target, error))) {
     fs::rename(temp, target, error);
     if (error) {
       throw std::runtime_error("cannot rename '" + temp.string() + "' to '" + target.string() +
@@ -161,10 +213,10 @@ void Install(const fs::path& temp, const fs::path& target, const std::string& pi
     }
     return;
   }
-  // A file or a symlink where the run directory should be is not ours to delete.
-  if (!fs::is_directory(status)) {
-    throw std::runtime_error("'" + target.string() +
-                             "' exists and is not a directory; not replacing it");
+  // Anything but an earlier run of feather's is not ours to delete (checked again here: the
+  // folder may have changed while the run simulated).
+  if (const std::optional<std::string> why = ReplaceableOutputProblem(target)) {
+    throw std::runtime_error(*why);
   }
   // rename(2) cannot replace a non-empty directory: move the old one aside first.
   const fs::path old = target.parent_path() / (target.filename().string() + ".old-" + pid);
@@ -201,6 +253,7 @@ OrderedJson SummaryToJson(const RunSummary& summary, const RunOutputMeta& meta) 
   OrderedJson json;
   json["requests"] = summary.requests;
   json["requests_finished"] = summary.requests_finished;
+  json["requests_unservable"] = summary.requests_unservable;
   json["output_tokens"] = summary.output_tokens;
   json["duration_s"] = Finite(summary.duration_s);
   json["throughput_tok_s"] = Finite(summary.throughput_tok_s);
@@ -232,6 +285,24 @@ OrderedJson SummaryToJson(const RunSummary& summary, const RunOutputMeta& meta) 
 
 std::string SummaryJsonText(const RunSummary& summary, const RunOutputMeta& meta) {
   return Dump(SummaryToJson(summary, meta), 2) + "\n";
+}
+
+bool SummaryRunUnserved(const OrderedJson& summary) {
+  const auto count = [&](const char* key) -> uint64_t {
+    const auto it = summary.find(key);
+    return it != summary.end() && it->is_number_unsigned() ? it->get<uint64_t>() : 0;
+  };
+  if (!summary.contains("requests_unservable")) return false;
+  bool allowed = false;
+  if (const auto scenario = summary.find("scenario");
+      scenario != summary.end() && scenario->is_object()) {
+    if (const auto limits = scenario->find("limits");
+        limits != scenario->end() && limits->is_object()) {
+      allowed = limits->value("allow_unservable", false);
+    }
+  }
+  return RunUnserved(count("requests"), count("requests_finished"), count("requests_unservable"),
+                     allowed);
 }
 
 void WriteResultsH5(const std::string& path, const RunRecords& records, const RunOutputMeta& meta) {
@@ -272,6 +343,99 @@ OutputPaths SplitOutputDir(const std::string& dir) {
 std::string PartialOutputDir(const std::string& dir) {
   const OutputPaths paths = SplitOutputDir(dir);
   return (paths.parent / (paths.name + ".partial-" + std::to_string(::getpid()))).string();
+}
+
+namespace {
+
+// "<name>.partial-<pid>" or "<name>.old-<pid>" (a temp or set-aside directory of WriteRunOutputs
+// for `name`): the pid, else 0.
+long TempOwnerPid(const std::string& file, const std::string& name) {
+  for (const char* marker : {".partial-", ".old-"}) {
+    const std::string prefix = name + marker;
+    if (file.size() <= prefix.size() || file.compare(0, prefix.size(), prefix) != 0) continue;
+    const std::string digits = file.substr(prefix.size());
+    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) return 0;
+    return std::strtol(digits.c_str(), nullptr, 10);
+  }
+  return 0;
+}
+
+// Whether `dir` holds nothing but what WriteRunOutputs puts there (so removing it loses nothing
+// that feather did not write).
+bool HoldsOnlyRunFiles(const fs::path& dir) {
+  std::error_code error;
+  if (!fs::is_directory(fs::symlink_status(dir, error))) return false;
+  for (fs::directory_iterator it(dir, error), end; !error && it != end; it.increment(error)) {
+    const std::string file = it->path().filename().string();
+    if ((file != "summary.json" && file != "results.h5") ||
+        !fs::is_regular_file(it->symlink_status(error))) {
+      return false;
+    }
+  }
+  return !error;
+}
+
+}  // namespace
+
+size_t RemoveStaleOutputTemps(const std::string& dir) {
+  const OutputPaths paths = SplitOutputDir(dir);
+  std::error_code error;
+  if (paths.name.empty() || !fs::is_directory(paths.parent, error)) return 0;
+  size_t removed = 0;
+  for (fs::directory_iterator it(paths.parent, error), end; !error && it != end;
+       it.increment(error)) {
+    const long pid = TempOwnerPid(it->path().filename().string(), paths.name);
+    if (pid <= 0 || pid == static_cast<long>(::getpid())) continue;
+    // Alive (or not ours to signal, EPERM): its owner may still be writing.
+    if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
+    if (!HoldsOnlyRunFiles(it->path())) continue;
+    std::error_code remove_error;
+    if (fs::remove_all(it->path(), remove_error) > 0 && !remove_error) ++removed;
+  }
+  return removed;
+}
+
+void PrepareOutputDir(const std::string& dir) {
+  const OutputPaths paths = SplitOutputDir(dir);
+  const std::string& name = paths.name;
+  if (name.empty() || name == "." || name == ".." || name == "/") {
+    FailWrite(dir, "not a usable directory name");
+  }
+  std::error_code error;
+  const fs::file_status status = fs::symlink_status(paths.target, error);
+  // ENOTDIR: an ancestor is a file, named below.
+  if (error && error != std::errc::no_such_file_or_directory &&
+      error != std::errc::not_a_directory) {
+    FailWrite(dir, "cannot inspect it: " + error.message());
+  }
+  if (fs::exists(status)) {
+    if (const std::optional<std::string> why = ReplaceableOutputProblem(paths.target)) {
+      throw std::runtime_error(*why);
+    }
+  }
+  // Can a directory be made where the outputs will go? Try it at the nearest existing ancestor
+  // (the parent, or the first missing component of the path to it), then take it away again.
+  fs::path existing = paths.parent;
+  fs::path first_missing;
+  while (!fs::exists(fs::symlink_status(existing, error))) {
+    first_missing = existing;
+    const fs::path up = existing.parent_path();
+    existing = up.empty() ? fs::path(".") : up;
+    if (existing == first_missing) break;
+  }
+  if (!fs::is_directory(existing, error)) {
+    FailWrite(dir, "'" + existing.string() + "' is not a directory");
+  }
+  const fs::path probe = first_missing.empty() ? fs::path(PartialOutputDir(dir)) : first_missing;
+  if (::mkdir(probe.c_str(), 0755) != 0) {
+    if (errno != EEXIST) {
+      FailWrite(dir, "cannot create a directory in '" + existing.string() +
+                         "': " + std::strerror(errno));
+    }
+  } else {
+    ::rmdir(probe.c_str());
+  }
+  RemoveStaleOutputTemps(dir);
 }
 
 void WriteRunOutputs(const std::string& dir, const RunRecords& records, const RunSummary& summary,

@@ -8,11 +8,12 @@
 // summary.json: 2-space indented, keys in the fixed order below, then a newline. Identical
 // RunSummary + meta give byte-identical files (doubles are printed shortest-round-trip). A
 // non-finite double (NaN, ±inf) is written as null, never as an invalid token or a made-up 0.
-//   requests, requests_finished, output_tokens, duration_s, throughput_tok_s, mean_tbt_ms,
-//   p99_tbt_ms, mean_ttft_ms, p99_ttft_ms, mean_latency_ms, mean_batch_size, scheduler_cpu_s,
-//   engine_busy_s, steps, preemptions, evictions, cached_prompt_tokens, cascade_step_fraction,
-//   step_time_s_by_term {gemm, decode_attention, kv_reuse, cascade_prefix, prefill_attention,
-//   overhead}, engine, selector, stop, scenario {...}, provenance {...}
+//   requests, requests_finished, requests_unservable, output_tokens, duration_s,
+//   throughput_tok_s, mean_tbt_ms, p99_tbt_ms, mean_ttft_ms, p99_ttft_ms, mean_latency_ms,
+//   mean_batch_size, scheduler_cpu_s, engine_busy_s, steps, preemptions, evictions,
+//   cached_prompt_tokens, cascade_step_fraction, step_time_s_by_term {gemm, decode_attention,
+//   kv_reuse, cascade_prefix, prefill_attention, overhead}, engine, selector, stop,
+//   scenario {...}, provenance {...}
 //
 // results.h5 (format_version 1; results/FORMAT.md is the full description). Times are int64
 // nanoseconds, lossless, each time dataset carrying the attribute units = "ns"; -1 is kept as is.
@@ -51,12 +52,15 @@ struct RunOutputMeta {
                                                    const RunOutputMeta& meta);
 // The exact bytes WriteRunOutputs puts in summary.json.
 [[nodiscard]] std::string SummaryJsonText(const RunSummary& summary, const RunOutputMeta& meta);
+// RunUnserved (run_records.h) of the run a summary.json describes; false for a summary without
+// those keys (an older format).
+[[nodiscard]] bool SummaryRunUnserved(const nlohmann::ordered_json& summary);
 
 // Writes DIR/summary.json and DIR/results.h5 so that DIR appears complete or not at all:
 // everything goes to a sibling temp directory (DIR.partial-<pid>) which is renamed onto DIR at
-// the end. An existing DIR directory from an earlier run is replaced (renamed aside to
-// DIR.old-<pid>, the new one renamed in, the old one deleted); an existing DIR that is not a
-// directory is an error, never deleted. Creates missing parent directories. On any failure the
+// the end. An existing DIR that holds an earlier run (see PrepareOutputDir below) is replaced
+// (renamed aside to DIR.old-<pid>, the new one renamed in, the old one deleted); an empty DIR
+// is replaced by the rename itself; any other existing DIR is an error, never deleted. Creates missing parent directories. On any failure the
 // temp directory is removed and a std::runtime_error names the path and the reason.
 //
 // `checkpoint`, when set, is called after each file is written and before the temp directory is
@@ -68,6 +72,23 @@ void WriteRunOutputs(const std::string& dir, const RunRecords& records, const Ru
 
 // The temp directory WriteRunOutputs(dir, ...) writes into in this process: DIR.partial-<pid>.
 [[nodiscard]] std::string PartialOutputDir(const std::string& dir);
+
+// What replaces an existing DIR: only an earlier run's outputs (a summary.json feather wrote,
+// its provenance naming a feather_version) or an empty directory. Anything else (a file, a
+// symlink, a folder of the user's) is refused with a message naming it, never deleted.
+//
+// PrepareOutputDir(DIR) runs before a run spends its time: it throws std::runtime_error (naming
+// DIR and the reason) when DIR could not be written (an existing DIR that may not be replaced,
+// an ancestor that is a file, a folder where no directory can be made), creates nothing, and
+// removes stale temps (RemoveStaleOutputTemps). WriteRunOutputs checks the replacement rule
+// again when it installs.
+void PrepareOutputDir(const std::string& dir);
+
+// Removes DIR.partial-<pid> and DIR.old-<pid> left by a `feather run` that was killed (SIGKILL,
+// a crash) before it could clean up: only where process <pid> no longer exists and the folder
+// holds nothing but summary.json / results.h5. Returns how many were removed. O(entries of the
+// parent directory).
+size_t RemoveStaleOutputTemps(const std::string& dir);
 
 // Writes only results.h5 at `path`, replacing a file there. Not atomic: a failure throws and may
 // leave a partial file (WriteRunOutputs writes it inside its temp directory).

@@ -41,6 +41,8 @@ struct StepRecord {
 struct RunSummary {
   uint64_t requests = 0;
   uint64_t requests_finished = 0;
+  // Rejected because they can never be served (sim/simulator.h: SimResult::unservable says why).
+  uint64_t requests_unservable = 0;
   uint64_t output_tokens = 0;
   double duration_s = 0;
   double throughput_tok_s = 0;  // output tokens / duration
@@ -58,11 +60,32 @@ struct RunSummary {
   uint64_t cached_prompt_tokens = 0;
   double cascade_step_fraction = 0;
   std::array<double, kNumStepTerms> term_s{};  // Σ per term over steps
+
+  // Not in summary.json: the text summary's extra lines.
+  uint64_t admitted_prompt_tokens = 0;   // Σ prompt tokens of requests admitted at least once
+  uint64_t prefill_tokens = 0;           // Σ StepRecord::prefill_tokens: prompt tokens computed
+                                         // (recompute after preemption included, cache hits not)
+  double arrival_span_s = 0;             // first to last arrival
+  uint64_t waiting_at_last_arrival = 0;  // requests waiting for admission at the last arrival
+  // Arrivals outpaced service: arrivals span time (not an offline batch), the run reached the
+  // last arrival, at least a fifth of all requests were still waiting for admission then (a
+  // stable queue stays bounded, an overloaded one grows with the arrivals: about (1 - 1/ρ) of
+  // them at load ρ), and the run went on for at least a fifth of the arrival span after it. Both
+  // fifths hold from a load of about 1.25× what the server sustains.
+  bool overloaded = false;
 };
 
 struct RunRecords {
   std::vector<RequestRecord> requests;
   std::vector<StepRecord> steps;
 };
+
+// Whether a finished simulation fails the run (`feather run` exits 3 after writing its outputs,
+// and a sweep reruns such a point): requests were given and none finished, or some can never be
+// served and the scenario does not allow that (limits.allow_unservable).
+[[nodiscard]] constexpr bool RunUnserved(uint64_t requests, uint64_t finished, uint64_t unservable,
+                                         bool allow_unservable) {
+  return (requests > 0 && finished == 0) || (unservable > 0 && !allow_unservable);
+}
 
 }  // namespace feather

@@ -76,6 +76,29 @@ std::string ResolvePath(const std::string& value, const std::string& key,
   return (fs::path(base_dir) / value).lexically_normal().string();
 }
 
+// Why `name` cannot name a run (nullopt when it can). The default output folder is out/<name>,
+// so a name is one plain path component: no separator, nothing that climbs or hides.
+std::optional<std::string> ScenarioNameProblem(const std::string& name) {
+  constexpr size_t kMaxNameBytes = 200;  // room for ".partial-<pid>" within NAME_MAX (255)
+  const char* rule =
+      "; a name is one plain path component (no '/', '\\' or control characters, not "
+      "starting with '.'), since runs go to out/<name>";
+  if (name.size() > kMaxNameBytes) {
+    return "is " + std::to_string(name.size()) + " bytes long, over " +
+           std::to_string(kMaxNameBytes) + rule;
+  }
+  if (name.empty()) return "is empty" + std::string(rule);
+  if (name == "." || name == "..") return "'" + name + "' climbs out of out/" + rule;
+  if (name.front() == '.') return "starts with '.'" + std::string(rule);
+  for (const char c : name) {
+    if (c == '/' || c == '\\') return std::string("contains a path separator '") + c + "'" + rule;
+    if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F) {
+      return "contains a control character" + std::string(rule);
+    }
+  }
+  return std::nullopt;
+}
+
 bool IsShortName(const std::string& value) {
   return value.find('/') == std::string::npos &&
          !(value.size() > 5 && value.compare(value.size() - 5, 5, ".yaml") == 0);
@@ -124,6 +147,7 @@ void ReadLimits(MapReader& root, Scenario& s) {
   m.Integer("max_requests", l.max_requests, 1, kHardMaxRequests);
   m.Integer("max_prompt_tokens", l.max_prompt_tokens, 1, kHardMaxPromptTokens);
   m.Integer("max_total_tokens", l.max_total_tokens, 1, kHardMaxTotalTokens);
+  m.Bool("allow_unservable", l.allow_unservable);
 }
 
 // 1234567 -> "1,234,567" (the limits' messages quote big counts).
@@ -332,6 +356,7 @@ void ReadScheduler(MapReader& root, Scenario& s, const std::string& base_dir) {
     }
   }
   StopPolicyOptions& o = s.stop_options;
+  const size_t problems_before_options = m.problems().size();
   std::string reward_time = s.serving.reward_decode_only ? "decode-only" : "step";
   m.Choice("reward_time", reward_time,
            std::initializer_list<std::string_view>{"step", "decode-only"});
@@ -343,6 +368,16 @@ void ReadScheduler(MapReader& root, Scenario& s, const std::string& base_dir) {
     p.Integer("relaxed_loss_chunks", o.heuristic_relaxed_loss_chunks, 0, 1 << 20);
     p.Integer("relaxed_min_peers", o.heuristic_relaxed_min_peers, 0, 1 << 30);
     p.Integer("floor_cap", o.heuristic_floor_cap, 0, 1 << 20);
+    // Cross-field rules are checked here, with a line, not first when the policy is built (a
+    // sweep validates every point up front through this reader).
+    if (o.heuristic_relaxed_loss_chunks < o.heuristic_max_loss_chunks) {
+      const bool relaxed_given = p.Value("relaxed_loss_chunks").IsDefined();
+      p.Add(p.Value(relaxed_given ? "relaxed_loss_chunks" : "max_loss_chunks"),
+            relaxed_given ? "relaxed_loss_chunks" : "max_loss_chunks",
+            "relaxed_loss_chunks (" + std::to_string(o.heuristic_relaxed_loss_chunks) +
+                ") must be >= max_loss_chunks (" + std::to_string(o.heuristic_max_loss_chunks) +
+                "): the relaxed bound loosens the strict one");
+    }
   }
   if (const auto b = m.Child("bandit")) {
     MapReader p(m.problems(), *b, "scheduler.bandit");
@@ -356,11 +391,26 @@ void ReadScheduler(MapReader& root, Scenario& s, const std::string& base_dir) {
     p.Real("epsilon_min", o.q_epsilon_min, 0, 1);
     p.Integer("epsilon_decay_decisions", o.q_epsilon_decay_decisions, 0,
               std::numeric_limits<int64_t>::max());
+    if (o.q_epsilon_min > o.q_epsilon_start) {
+      const bool min_given = p.Value("epsilon_min").IsDefined();
+      std::ostringstream message;
+      message << "epsilon_min (" << o.q_epsilon_min << ") must be <= epsilon_start ("
+              << o.q_epsilon_start << "): exploration decays from the start value to the minimum";
+      p.Add(p.Value(min_given ? "epsilon_min" : "epsilon_start"),
+            min_given ? "epsilon_min" : "epsilon_start", message.str());
+    }
   }
   if (const auto d = m.Child("dynamic_batching")) {
     MapReader p(m.problems(), *d, "scheduler.dynamic_batching");
     p.Real("latency_target_ms", o.dynamic_latency_target_ms, 0, 1e9, true);
     p.Real("memory_fraction", o.dynamic_memory_fraction, 0, 1, true);
+  }
+  // Whatever the policy's own factory would still refuse (its rules and the reader's ranges
+  // above should agree; this keeps a future rule from escaping the up-front validation).
+  if (problems_before_options == m.problems().size()) {
+    for (const std::string& error : StopPolicyOptionErrors(s.stop, o)) {
+      m.Add(m.Value("stop"), "stop", "options of stop policy '" + s.stop + "': " + error);
+    }
   }
 }
 
@@ -383,6 +433,9 @@ void ReadRoot(const YAML::Node& doc, YamlProblems& problems, Scenario& s,
               const std::string& base_dir) {
   MapReader root(problems, doc, "");
   root.String("name", s.name);
+  if (const std::optional<std::string> why = ScenarioNameProblem(s.name)) {
+    problems.Add(root.Value("name"), "name", *why);
+  }
   root.Integer("seed", s.seed, 0, std::numeric_limits<int64_t>::max());
   ReadLimits(root, s);
   const size_t problems_before = problems.size();
@@ -433,9 +486,11 @@ void ReadRoot(const YAML::Node& doc, YamlProblems& problems, Scenario& s,
   }
 }
 
-// Applies "a.b.c=value" to the tree; returns the key path, or records a problem.
-std::optional<std::string> ApplyOverride(YAML::Node& doc, const std::string& text,
-                                         std::vector<InputProblem>& problems) {
+// Applies "a.b.c=value" to the tree; returns the key path, or records a problem. The paths of
+// maps it had to create ("a", "a.b") are appended to `created`, with the key path.
+std::optional<std::string> ApplyOverride(
+    YAML::Node& doc, const std::string& text, std::vector<InputProblem>& problems,
+    std::vector<std::pair<std::string, std::string>>& created) {
   const size_t eq = text.find('=');
   // Checked first, so that no message echoes the bad bytes (a file's text gets the same check in
   // ParseYaml).
@@ -481,6 +536,9 @@ std::optional<std::string> ApplyOverride(YAML::Node& doc, const std::string& tex
       }
       chain.back()[parts[i]] = YAML::Node(YAML::NodeType::Map);
       next = chain.back()[parts[i]];
+      std::string path = parts[0];
+      for (size_t k = 1; k <= i; ++k) path += "." + parts[k];
+      created.emplace_back(std::move(path), key);
     }
     chain.push_back(next);
   }
@@ -498,12 +556,16 @@ Scenario Load(std::string_view text, const std::string& display_name, const std:
   }
   std::vector<InputProblem> override_problems;
   std::vector<std::string> override_keys;
+  std::vector<std::pair<std::string, std::string>> created;
   for (const std::string& o : overrides) {
-    if (auto key = ApplyOverride(doc, o, override_problems)) override_keys.push_back(*key);
+    if (auto key = ApplyOverride(doc, o, override_problems, created)) {
+      override_keys.push_back(*key);
+    }
   }
   if (!override_problems.empty()) throw InputError(std::move(override_problems));
 
   YamlProblems problems(display_name, override_keys);
+  for (auto& [path, key] : created) problems.NoteCreatedByOverride(std::move(path), key);
   Scenario scenario;
   scenario.source = display_name;
   ReadRoot(doc, problems, scenario, base_dir);
@@ -639,7 +701,8 @@ nlohmann::ordered_json ScenarioToJson(const Scenario& s) {
            {"limits",
             {{"max_requests", w.limits.max_requests},
              {"max_prompt_tokens", w.limits.max_prompt_tokens},
-             {"max_total_tokens", w.limits.max_total_tokens}}}};
+             {"max_total_tokens", w.limits.max_total_tokens},
+             {"allow_unservable", w.limits.allow_unservable}}}};
 }
 
 }  // namespace feather

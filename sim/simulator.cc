@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <numeric>
+#include <string>
 #include <type_traits>
 
 #include "cht/check.h"
@@ -26,7 +27,75 @@ double Quantile(std::vector<double>& values, double q) {
   return values[index];
 }
 
+uint64_t BlocksFor(uint64_t tokens, uint32_t block_tokens) {
+  return (tokens + block_tokens - 1) / block_tokens;
+}
+
+// The overload verdict of RunSummary::overloaded (see its comment for the definition).
+bool IsOverloaded(uint64_t requests, double arrival_span_s, bool reached_last_arrival,
+                  uint64_t waiting_at_last_arrival, double drain_s) {
+  if (requests < 2 || arrival_span_s <= 0 || !reached_last_arrival) return false;
+  return static_cast<double>(waiting_at_last_arrival) >= 0.2 * static_cast<double>(requests) &&
+         drain_s >= 0.2 * arrival_span_s;
+}
+
 }  // namespace
+
+std::string DescribeUnservable(std::span<const UnservableRequest> unservable,
+                               uint64_t total_requests) {
+  if (unservable.empty()) return {};
+  struct Group {
+    uint64_t count = 0;
+    uint64_t max_needed = 0;
+    uint64_t limit = 0;
+  };
+  std::array<Group, kNumUnservableReasons> groups{};
+  for (const UnservableRequest& u : unservable) {
+    Group& g = groups[static_cast<size_t>(u.reason)];
+    ++g.count;
+    g.max_needed = std::max(g.max_needed, u.needed);
+    g.limit = u.limit;
+  }
+  std::string line = std::to_string(unservable.size()) + " of " + std::to_string(total_requests) +
+                     " requests can never be served and were rejected: ";
+  bool first = true;
+  for (size_t r = 0; r < kNumUnservableReasons; ++r) {
+    const Group& g = groups[r];
+    if (g.count == 0) continue;
+    line += first ? "" : ", ";
+    first = false;
+    const std::string n = std::to_string(g.count);
+    const std::string need = std::to_string(g.max_needed);
+    const std::string limit = std::to_string(g.limit);
+    switch (static_cast<UnservableReason>(r)) {
+      case UnservableReason::kEmptyPrompt:
+        line += n + " have an empty prompt";
+        break;
+      case UnservableReason::kExceedsKvCache:
+        line += n + " need more KV blocks for prompt + output than the whole cache holds (up to " +
+                need + " blocks; the cache has " + limit + ")";
+        break;
+      case UnservableReason::kPromptOverBudget:
+        line += n + " have a prompt longer than the token budget with chunked prefill off (up to " +
+                need + " tokens; serving.max_num_batched_tokens " + limit + ")";
+        break;
+      case UnservableReason::kRecomputeOverBudget:
+        line += n + " were preempted and their recompute (prompt + output so far) exceeds the " +
+                "token budget with chunked prefill off (up to " + need +
+                " tokens; serving.max_num_batched_tokens " + limit + ")";
+        break;
+    }
+  }
+  constexpr size_t kShownIds = 5;
+  line += unservable.size() == 1 ? "; request " : "; requests ";
+  for (size_t i = 0; i < std::min(kShownIds, unservable.size()); ++i) {
+    line += (i == 0 ? "" : ", ") + std::to_string(unservable[i].id);
+  }
+  if (unservable.size() > kShownIds) {
+    line += " and " + std::to_string(unservable.size() - kShownIds) + " more";
+  }
+  return line;
+}
 
 Simulator::Simulator(const ServingConfig& config, const Workload& workload,
                      CandidateSelector& selector, StopPolicy& policy, Engine& engine)
@@ -83,9 +152,39 @@ decltype(auto) Simulator::Timed(Fn&& fn) {
   return fn();
 }
 
+std::optional<UnservableRequest> Simulator::UnservableOnArrival(RequestId id) const {
+  const RequestState& s = state_[id];
+  if (s.prompt_tokens == 0) {
+    return UnservableRequest{id, UnservableReason::kEmptyPrompt, 0, 0};
+  }
+  // The step that samples the last token holds KV for every token before it.
+  const uint64_t kv_tokens = uint64_t{s.prompt_tokens} + std::max<uint32_t>(s.output_target, 1) - 1;
+  const uint64_t blocks = BlocksFor(kv_tokens, config_.block_tokens);
+  if (blocks > config_.kv_cache_blocks) {
+    return UnservableRequest{id, UnservableReason::kExceedsKvCache, blocks,
+                             config_.kv_cache_blocks};
+  }
+  if (!config_.chunked_prefill && s.prompt_tokens > config_.max_num_batched_tokens) {
+    return UnservableRequest{id, UnservableReason::kPromptOverBudget, s.prompt_tokens,
+                             config_.max_num_batched_tokens};
+  }
+  return std::nullopt;
+}
+
+void Simulator::Reject(const UnservableRequest& rejected) {
+  state_[rejected.id].phase = Phase::kRejected;
+  unservable_.push_back(rejected);
+  ++rejected_;
+}
+
 void Simulator::DeliverArrivals() {
   while (next_arrival_ < workload_.size() && workload_.arrival_ns[next_arrival_] <= now_ns_) {
     const auto id = static_cast<RequestId>(next_arrival_++);
+    if (next_arrival_ == workload_.size()) last_arrived_ = true;
+    if (const std::optional<UnservableRequest> rejected = UnservableOnArrival(id)) {
+      Reject(*rejected);  // never reaches the selector, as vLLM refuses it in add_request
+      continue;
+    }
     state_[id].phase = Phase::kWaiting;
     const RequestInfo info{id, workload_.prompts.Prompt(id), workload_.prompts.group[id]};
     Timed([&] { selector_.OnArrival(info); });
@@ -158,6 +257,14 @@ void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
     RequestState& s = state_[id];
     const uint32_t sequence = s.SequenceTokens();
     const uint32_t cached = kv_.LookupCachedTokens(ChainOf(id), sequence);
+    if (!config_.chunked_prefill && sequence > config_.max_num_batched_tokens) {
+      // Only a recompute can get here (a longer prompt is refused on arrival): vLLM V0 marks it
+      // FINISHED_IGNORED (prompt_limit); waiting for a prefix-cache hit could block the queue.
+      Timed([&] { selector_.OnCancel(id); });
+      Reject(
+          {id, UnservableReason::kRecomputeOverBudget, sequence, config_.max_num_batched_tokens});
+      continue;
+    }
     const uint32_t need = sequence - cached;
     if (!config_.chunked_prefill && need > budget_tokens) break;
     const uint32_t n = std::min(need, budget_tokens);
@@ -177,6 +284,7 @@ void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
     }
     if (!kv_.Allocate(id, ChainOf(id), sequence, cached + n)) break;  // KV pool full
     Timed([&] { selector_.Admit(id); });
+    if (records_.requests[id].preemptions == 0) admitted_prompt_tokens_ += s.prompt_tokens;
     s.phase = Phase::kRunning;
     s.computed_tokens = kv_.CachedTokens(id);
     s.cached_blocks = s.computed_tokens / config_.block_tokens;
@@ -187,18 +295,6 @@ void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
     running_.push_back(id);
     ++admitted_this_step_;
   }
-}
-
-void Simulator::RejectUnservable() {
-  // Only called with an empty running set: every KV block is free, so a candidate that still
-  // cannot be admitted never will be (prompt larger than the pool, or than the token budget
-  // without chunked prefill). vLLM rejects such requests; so do we, and count them.
-  const std::optional<Candidate> candidate = Timed([&] { return selector_.Next(); });
-  if (!candidate) return;
-  const RequestId id = candidate->id;
-  Timed([&] { selector_.OnCancel(id); });
-  state_[id].phase = Phase::kRejected;
-  ++rejected_;
 }
 
 BatchPlan Simulator::BuildPlan() {
@@ -312,6 +408,10 @@ void Simulator::CompleteStep(const StepTiming& timing, int64_t scheduler_ns, int
   step.waiting = static_cast<uint32_t>(selector_.NumWaiting());
   step.kv_used_blocks = kv_.NumUsedBlocks();
   records_.steps.push_back(step);
+  if (last_arrived_ && !waiting_recorded_) {
+    waiting_at_last_arrival_ = step.waiting;
+    waiting_recorded_ = true;
+  }
 
   const StepFeedback feedback{batch_size, produced, reward_ns};
   Timed([&] { policy_.OnStepExecuted(feedback); });
@@ -334,7 +434,12 @@ SimResult Simulator::Run(const std::function<void(const SimProgress&)>& progress
     const bool preempted = ScheduleRunning(budget_tokens);
     if (!preempted) AdmitWaiting(budget_tokens);
     if (running_.empty()) {
-      RejectUnservable();
+      // Preemption emptied the batch (admission resumes next round), or admission rejected every
+      // waiting request. An empty batch with no preemption that still leaves a servable request
+      // waiting would loop here forever: every block is free, the budget whole, the stop policy
+      // overruled, so the arrival and recompute checks above must have caught it.
+      FEATHER_CHECK(preempted || selector_.NumWaiting() == 0,
+                    "an empty batch admitted nothing although requests wait");
       continue;
     }
     int64_t scheduler_ns = 0;
@@ -361,6 +466,9 @@ SimResult Simulator::Run(const std::function<void(const SimProgress&)>& progress
   result.complete = finished_ + rejected_ == total;
   result.summary = Summarize();
   result.records = std::move(records_);
+  std::sort(unservable_.begin(), unservable_.end(),
+            [](const UnservableRequest& a, const UnservableRequest& b) { return a.id < b.id; });
+  result.unservable = std::move(unservable_);
   return result;
 }
 
@@ -368,11 +476,19 @@ RunSummary Simulator::Summarize() const {
   RunSummary summary;
   summary.requests = workload_.size();
   summary.requests_finished = finished_;
+  summary.requests_unservable = rejected_;
+  summary.admitted_prompt_tokens = admitted_prompt_tokens_;
   summary.steps = records_.steps.size();
   summary.preemptions = preemptions_;
   summary.evictions = kv_.evictions();
   const int64_t start_ns = workload_.size() > 0 ? workload_.arrival_ns.front() : 0;
   summary.duration_s = NsToS(now_ns_ - start_ns);
+  const int64_t last_arrival_ns = workload_.size() > 0 ? workload_.arrival_ns.back() : 0;
+  summary.arrival_span_s = NsToS(last_arrival_ns - start_ns);
+  summary.waiting_at_last_arrival = waiting_at_last_arrival_;
+  summary.overloaded = IsOverloaded(summary.requests, summary.arrival_span_s, last_arrived_,
+                                    waiting_at_last_arrival_,
+                                    NsToS(std::max<int64_t>(0, now_ns_ - last_arrival_ns)));
 
   std::vector<double> ttft_ms;
   double latency_ms_sum = 0;
@@ -404,6 +520,7 @@ RunSummary Simulator::Summarize() const {
   std::array<int64_t, kNumStepTerms> term_ns{};
   for (const StepRecord& step : records_.steps) {
     batch_sum += step.batch_size;
+    summary.prefill_tokens += step.prefill_tokens;
     cascade_steps += step.cascade_used ? 1 : 0;
     scheduler_ns += step.scheduler_ns;
     engine_ns += step.step_ns;

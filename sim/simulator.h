@@ -20,13 +20,25 @@
 //      admitted prompt does not read as a slow step.
 // Time only advances by scheduler time and step time, or jumps to the next arrival when idle.
 //
+// A request that can never be served is rejected, never left waiting (vLLM refuses such a
+// request when it is added, or V0's scheduler marks it FINISHED_IGNORED when it comes up), and
+// the others are still served: an empty prompt, a prompt whose prompt + output tokens need more
+// KV blocks than the whole cache holds, or, with chunked prefill off, a prompt longer than the
+// token budget are rejected on arrival (they never reach the selector); with chunked prefill off,
+// a preempted request whose recompute (prompt + tokens generated so far) is longer than the
+// token budget is rejected when it next comes up for admission. Each is listed in
+// SimResult::unservable and counted in RunSummary::requests_unservable.
+//
 // Cost per step: O(running requests + admissions + finished requests), plus the selector's and
 // policy's own costs. Per-request state lives in flat arrays indexed by request id.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "policies/selector.h"
@@ -46,11 +58,36 @@ struct SimProgress {
   uint64_t total = 0;
 };
 
+// Why a request can never be served (see the step structure above).
+enum class UnservableReason : uint8_t {
+  kEmptyPrompt,          // no prompt tokens
+  kExceedsKvCache,       // prompt + output tokens need more KV blocks than the cache holds
+  kPromptOverBudget,     // prompt longer than max_num_batched_tokens, chunked prefill off
+  kRecomputeOverBudget,  // after a preemption: prompt + generated tokens over the budget, ditto
+};
+inline constexpr size_t kNumUnservableReasons = 4;
+
+struct UnservableRequest {
+  RequestId id = kNoRequest;
+  UnservableReason reason = UnservableReason::kEmptyPrompt;
+  uint64_t needed = 0;  // KV blocks (kExceedsKvCache) or tokens (the budget reasons)
+  uint64_t limit = 0;   // the cache's blocks, or max_num_batched_tokens
+};
+
 struct SimResult {
   RunRecords records;
   RunSummary summary;
-  bool complete = false;  // every request finished (false when a time or step limit hit)
+  std::vector<UnservableRequest> unservable;  // by request id
+  // Every request finished or was rejected as unservable (false when a time or step limit hit).
+  bool complete = false;
 };
+
+// One line for a user: how many requests can never be served, why (per reason, the largest need
+// and the limit) and the first five ids, e.g. "2 of 5 requests can never be served and were
+// rejected: 2 need more KV blocks for prompt + output than the whole cache holds (up to 251
+// blocks; the cache has 4); requests 0, 3". Empty when `unservable` is. O(unservable).
+[[nodiscard]] std::string DescribeUnservable(std::span<const UnservableRequest> unservable,
+                                             uint64_t total_requests);
 
 class Simulator {
  public:
@@ -59,10 +96,12 @@ class Simulator {
   Simulator(const ServingConfig& config, const Workload& workload, CandidateSelector& selector,
             StopPolicy& policy, Engine& engine);
 
-  // Runs until every request finished or a limit is hit. `progress`, when set, is called about
-  // every `progress_every_steps` steps.
+  // Runs until every request finished or a limit is hit. `progress`, when set, is called after
+  // every `progress_every_steps`-th step (default: every step, so that a CLI polling SIGINT in
+  // it reacts within one step even where a step costs a second of scheduler CPU; it must be
+  // cheap: an atomic load, a clock read).
   [[nodiscard]] SimResult Run(const std::function<void(const SimProgress&)>& progress = {},
-                              uint64_t progress_every_steps = 4096);
+                              uint64_t progress_every_steps = 1);
 
  private:
   enum class Phase : uint8_t { kNotArrived, kWaiting, kRunning, kFinished, kRejected };
@@ -91,8 +130,10 @@ class Simulator {
   // Registers the prompt blocks a request's scheduled tokens fill (vLLM v1 caches them when it
   // allocates them, not after the step), so a request scheduled later in the same step hits them.
   void RegisterScheduledBlocks(RequestId id, uint32_t new_tokens);
-  // Forces progress when the pool is empty and the head candidate cannot fit at all.
-  void RejectUnservable();
+  // The reason a request arriving now can never be served, if any (arrival-time checks).
+  [[nodiscard]] std::optional<UnservableRequest> UnservableOnArrival(RequestId id) const;
+  // Marks `id` rejected (it is not waiting in the selector, or has just been cancelled there).
+  void Reject(const UnservableRequest& rejected);
   [[nodiscard]] BatchPlan BuildPlan();
   void CompleteStep(const StepTiming& timing, int64_t scheduler_ns, int64_t reward_ns);
   // The step's time for the stop policy's reward (see the step structure above).
@@ -121,6 +162,7 @@ class Simulator {
   std::vector<StepRequest> decode_requests_;  // RewardStepNs scratch
   std::vector<float> token_gaps_ms_;  // every inter-token gap, for TBT statistics
   RunRecords records_;
+  std::vector<UnservableRequest> unservable_;
 
   int64_t now_ns_ = 0;
   int64_t pending_scheduler_ns_ = 0;  // measured selector/policy time not yet charged
@@ -128,6 +170,12 @@ class Simulator {
   uint64_t finished_ = 0;
   uint64_t preemptions_ = 0;
   uint64_t rejected_ = 0;
+  uint64_t admitted_prompt_tokens_ = 0;  // Σ prompt tokens of requests admitted at least once
+  // Requests waiting for admission after the first step at or after the last arrival; set by
+  // that step (last_arrived_ says the last request has arrived, waiting_recorded_ that it is set).
+  uint64_t waiting_at_last_arrival_ = 0;
+  bool last_arrived_ = false;
+  bool waiting_recorded_ = false;
   uint32_t admitted_this_step_ = 0;
   uint32_t prefill_requests_this_step_ = 0;
 };

@@ -23,11 +23,53 @@ namespace {
 
 using Json = nlohmann::json;
 
-// A short rendering of an offending value for the message (a whole hash_ids array would drown it).
+constexpr size_t kExcerptChars = 40;
+
+// Appends `text` as a JSON string, its first max_chars + 1 bytes at most (a cut sequence is
+// replaced, not rejected; the caller cuts the excerpt short anyway).
+void AppendString(const std::string& text, size_t max_chars, std::string& out) {
+  out += Json(text.substr(0, max_chars + 1)).dump(-1, ' ', false, Json::error_handler_t::replace);
+}
+
+// Appends the compact JSON text of `value` (what dump() writes) to `out`, stopping soon after
+// `out` exceeds `max_chars`: the work is bounded by max_chars, not by the value, and so is the
+// recursion (each level writes a bracket first).
+void AppendExcerpt(const Json& value, size_t max_chars, std::string& out) {
+  if (value.is_array()) {
+    out += '[';
+    for (size_t i = 0; i < value.size() && out.size() <= max_chars; ++i) {
+      if (i > 0) out += ',';
+      AppendExcerpt(value[i], max_chars, out);
+    }
+    out += ']';
+  } else if (value.is_object()) {
+    out += '{';
+    for (auto it = value.begin(); it != value.end() && out.size() <= max_chars; ++it) {
+      if (it != value.begin()) out += ',';
+      AppendString(it.key(), max_chars, out);
+      out += ':';
+      AppendExcerpt(it.value(), max_chars, out);
+    }
+    out += '}';
+  } else if (value.is_string()) {
+    AppendString(value.get_ref<const std::string&>(), max_chars, out);
+  } else {
+    out += value.dump();  // a number, a boolean or null: a few characters
+  }
+}
+
+// A short rendering of an offending value for the message, "TYPE TEXT": the first 40 characters
+// of its JSON text, then "..." (a whole hash_ids array would drown the message). Never
+// serialises more than it shows.
 std::string Describe(const Json& value) {
-  std::string text = value.dump();
-  constexpr size_t kMaxChars = 40;
-  if (text.size() > kMaxChars) text = text.substr(0, kMaxChars) + "...";
+  std::string text;
+  AppendExcerpt(value, kExcerptChars, text);
+  if (text.size() > kExcerptChars) {
+    size_t cut = kExcerptChars;
+    while (cut > 0 && (static_cast<unsigned char>(text[cut]) & 0xC0u) == 0x80u) --cut;  // UTF-8
+    text.resize(cut);
+    text += "...";
+  }
   return std::string(value.type_name()) + " " + text;
 }
 
@@ -111,18 +153,29 @@ std::string ParseErrorText(const Json::exception& error) {
 
 // Parses one record, noting its top-level keys: the last one read (what a syntax error is
 // reported under) and the first one given twice (nlohmann would silently keep the last value).
+// An array or object nested deeper than kMaxInputNesting stops the parse at once (too_deep; the
+// record is then null), before the value grows any deeper.
 struct ParsedLine {
   Json record;
   std::string last_key;
   std::string duplicate_key;
+  bool too_deep = false;
 };
+
+struct NestedTooDeep {};
 
 void ParseRecord(std::string_view text, ParsedLine& out) {
   std::vector<std::string> keys;
   out.last_key.clear();
   out.duplicate_key.clear();
+  out.too_deep = false;
   const Json::parser_callback_t note_keys = [&](int depth, Json::parse_event_t event,
                                                 Json& parsed) {
+    // `depth` counts the arrays and objects already open around this one.
+    if ((event == Json::parse_event_t::array_start || event == Json::parse_event_t::object_start) &&
+        depth >= kMaxInputNesting) {
+      throw NestedTooDeep{};
+    }
     if (depth == 1 && event == Json::parse_event_t::key && parsed.is_string()) {
       out.last_key = parsed.get<std::string>();
       if (std::find(keys.begin(), keys.end(), out.last_key) != keys.end()) {
@@ -133,7 +186,12 @@ void ParseRecord(std::string_view text, ParsedLine& out) {
     }
     return true;
   };
-  out.record = Json::parse(text, note_keys);
+  try {
+    out.record = Json::parse(text, note_keys);
+  } catch (const NestedTooDeep&) {
+    out.record = nullptr;
+    out.too_deep = true;
+  }
 }
 
 }  // namespace
@@ -159,6 +217,7 @@ MooncakeTrace ParseMooncakeTrace(std::istream& in, const std::string& file_name,
   bool total_reported = false;
   std::optional<int64_t> previous_timestamp_ms;
   uint32_t previous_timestamp_line = 0;
+  errno = 0;  // what a failed read sets is reported below
   while ((options.limit == 0 || records_seen < options.limit) && std::getline(in, text)) {
     ++line;
     if (IsBlank(text)) continue;
@@ -195,6 +254,12 @@ MooncakeTrace ParseMooncakeTrace(std::istream& in, const std::string& file_name,
       problems.Add(line, parsed.last_key,
                    parsed.last_key.empty() ? "malformed JSON: " + what
                                            : "malformed JSON in or after this field: " + what);
+      continue;
+    }
+    if (parsed.too_deep) {
+      problems.Add(line, parsed.last_key,
+                   "arrays and objects nested deeper than " + std::to_string(kMaxInputNesting) +
+                       " levels (a record is a flat JSON object)");
       continue;
     }
     const Json& record = parsed.record;
@@ -296,7 +361,12 @@ MooncakeTrace ParseMooncakeTrace(std::istream& in, const std::string& file_name,
     trace.records.push_back(r);
     trace.total_input_tokens += r.input_tokens;
   }
-  if (in.bad()) problems.Add(line, "", "read error after this line");
+  if (in.bad()) {
+    const int error = errno;  // set by the read that failed
+    problems.Add(line, "",
+                 std::string("cannot read the trace") + (line > 0 ? " after this line" : "") +
+                     ": " + (error != 0 ? std::strerror(error) : "read error"));
+  }
   if (!problems.empty()) problems.Throw();
   if (trace.records.empty()) {
     throw InputError(file_name, 1, "timestamp",

@@ -6,7 +6,9 @@
 // prefix up to and including that block). See ../shared/traces/README.md. Extra fields are
 // ignored (other tools add e.g. "session_id"); blank lines are skipped. Equal timestamps are
 // fine (the real trace has up to 28 requests in one millisecond); a decreasing one, a field
-// given twice in one record, bytes that are not UTF-8 and a truncated record are problems.
+// given twice in one record, bytes that are not UTF-8, a truncated record and arrays or objects
+// nested deeper than kMaxInputNesting (64, sim/yaml_map_reader.h; a record is flat) are
+// problems. A message quotes at most 40 characters of a bad value, and renders no more of it.
 //
 // Every bad line becomes an InputProblem naming the file, the 1-based line and the field (for a
 // line that is not valid JSON, the last field read before the error); the reader checks the
@@ -62,7 +64,8 @@ struct TraceReadOptions {
   int64_t max_timestamp_ms = 0;
 };
 
-// Reads `path`. Throws InputError for an unreadable, empty or malformed file.
+// Reads `path`. Throws InputError for an unreadable, empty or malformed file (a read that fails
+// part way, EIO say, is "cannot read the trace: <reason>", never an early end of file).
 [[nodiscard]] MooncakeTrace ReadMooncakeTrace(const std::string& path,
                                               const TraceReadOptions& options);
 

@@ -84,6 +84,9 @@ struct WorkloadLimits {
   uint64_t max_requests = 10'000'000;         // requests of a run
   uint64_t max_prompt_tokens = 1'000'000;     // tokens of one prompt (shared part included)
   uint64_t max_total_tokens = 1'000'000'000;  // prompt tokens of the whole run (4 GB of ids)
+  // Not a memory guard: whether requests that can never be served (rejected by the simulator,
+  // RunSummary::requests_unservable) are expected. When false, `feather run` exits 3 on them.
+  bool allow_unservable = false;
 };
 
 struct WorkloadSpec {

@@ -1,14 +1,91 @@
 // yaml_map_reader.cc: the validating YAML map reader (see yaml_map_reader.h).
 #include "sim/yaml_map_reader.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <yaml-cpp/depthguard.h>
+#include <yaml-cpp/eventhandler.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
+#include <cstring>
 #include <sstream>
 
 namespace feather {
+namespace {
+
+// Follows yaml-cpp's parse events without building nodes: counts the nesting of lists and maps
+// (throwing TooDeep at the first one beyond kMaxInputNesting, before yaml-cpp's recursive parser
+// goes any deeper) and notes where a second document with content starts (an empty one, like a
+// trailing '---', holds nothing that could be ignored). yaml-cpp 0.7 neither consumes nor
+// rejects a stray ',' where a document should start (YAML::Load reads ",x" as an empty file):
+// a document starting where the previous one did is Stuck there.
+class ShapeCheck final : public YAML::EventHandler {
+ public:
+  struct TooDeep {
+    YAML::Mark mark;
+  };
+  struct Stuck {
+    YAML::Mark mark;
+  };
+  struct SecondDocument {
+    YAML::Mark start;    // its '---' (or its first token when it has no '---')
+    YAML::Mark content;  // its first node
+  };
+
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    if (documents_ > 0 && mark.pos == document_start_.pos) throw Stuck{mark};
+    ++documents_;
+    document_start_ = mark;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark& /*mark*/, YAML::anchor_t /*anchor*/) override {}
+  void OnAlias(const YAML::Mark& mark, YAML::anchor_t /*anchor*/) override { Content(mark); }
+  void OnScalar(const YAML::Mark& mark, const std::string& /*tag*/, YAML::anchor_t /*anchor*/,
+                const std::string& /*value*/) override {
+    Content(mark);
+  }
+  void OnSequenceStart(const YAML::Mark& mark, const std::string& /*tag*/,
+                       YAML::anchor_t /*anchor*/, YAML::EmitterStyle::value /*style*/) override {
+    Open(mark);
+  }
+  void OnSequenceEnd() override { --depth_; }
+  void OnMapStart(const YAML::Mark& mark, const std::string& /*tag*/, YAML::anchor_t /*anchor*/,
+                  YAML::EmitterStyle::value /*style*/) override {
+    Open(mark);
+  }
+  void OnMapEnd() override { --depth_; }
+
+  [[nodiscard]] const std::optional<SecondDocument>& second_document() const { return second_; }
+
+ private:
+  void Content(const YAML::Mark& mark) {
+    if (documents_ > 1 && !second_) second_ = SecondDocument{document_start_, mark};
+  }
+  void Open(const YAML::Mark& mark) {
+    Content(mark);
+    if (++depth_ > kMaxInputNesting) throw TooDeep{mark};
+  }
+
+  int depth_ = 0;
+  int documents_ = 0;
+  YAML::Mark document_start_;
+  std::optional<SecondDocument> second_;
+};
+
+uint32_t LineOfMark(const YAML::Mark& mark) {
+  return mark.line >= 0 ? static_cast<uint32_t>(mark.line + 1) : 1;
+}
+
+std::string NestingMessage() {
+  return "lists and maps nested deeper than " + std::to_string(kMaxInputNesting) + " levels";
+}
+
+}  // namespace
 
 uint32_t LineOf(const YAML::Node& node) {
   return node.IsDefined() ? static_cast<uint32_t>(node.Mark().line + 1) : 0;
@@ -145,8 +222,40 @@ YAML::Node ParseYaml(std::string_view text, const std::string& display_name) {
                      std::string("not valid UTF-8: byte ") + byte + " at column " +
                          std::to_string(column) + " (save the file as UTF-8)");
   }
+  const std::string copy(text);
   try {
-    return YAML::Load(std::string(text));
+    std::istringstream in(copy);
+    YAML::Parser parser(in);
+    ShapeCheck check;
+    bool more = true;
+    while (more && !check.second_document()) more = parser.HandleNextDocument(check);
+    if (const auto& second = check.second_document()) {
+      // The key path is read from the second document's own lines.
+      const size_t start_pos = static_cast<size_t>(std::max(second->start.pos, 0));
+      const size_t doc_begin = start_pos == 0 ? 0 : copy.rfind('\n', start_pos - 1) + 1;
+      const uint32_t start_line = LineOfMark(second->start);
+      const uint32_t line = std::max(LineOfMark(second->content), start_line);
+      throw InputError(
+          display_name, line,
+          KeyPathAtLine(std::string_view(copy).substr(doc_begin), line - start_line + 1),
+          "in a second YAML document (it starts on line " + std::to_string(start_line) +
+              "), which would be ignored; a file holds one document: delete the "
+              "'---' line to merge the two, or the second document");
+    }
+    return YAML::Load(copy);
+  } catch (const ShapeCheck::Stuck& stuck) {
+    const uint32_t line = LineOfMark(stuck.mark);
+    const size_t pos = static_cast<size_t>(std::max(stuck.mark.pos, 0));
+    const char c = pos < copy.size() ? copy[pos] : ' ';
+    throw InputError(display_name, line, KeyPathAtLine(text, line),
+                     std::string("YAML syntax error: unexpected ") +
+                         (c > ' ' && c < 0x7F ? std::string("'") + c + "'" : "text"));
+  } catch (const ShapeCheck::TooDeep& deep) {
+    const uint32_t line = LineOfMark(deep.mark);
+    throw InputError(display_name, line, KeyPathAtLine(text, line), NestingMessage());
+  } catch (const YAML::DeepRecursion& deep) {  // yaml-cpp's own guard (about 500 levels)
+    const uint32_t line = LineOfMark(deep.mark);
+    throw InputError(display_name, line, KeyPathAtLine(text, line), NestingMessage());
   } catch (const YAML::Exception& e) {
     // yaml-cpp marks an error it cannot place with line -1; the end of the text is then where
     // parsing stopped.
@@ -158,14 +267,47 @@ YAML::Node ParseYaml(std::string_view text, const std::string& display_name) {
 }
 
 std::string ReadTextFile(const std::string& path, std::string_view what, std::string_view key) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) throw InputError(path, 0, std::string(key), "cannot open the " + std::string(what));
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
+  const auto fail = [&](const char* verb, int error) {
+    return InputError(
+        path, 0, std::string(key),
+        std::string(verb) + " the " + std::string(what) + ": " + std::strerror(error));
+  };
+  // POSIX calls, not a stream: a stream reports a failed read (EIO, EISDIR) as an early end of
+  // file, and the caller would read a truncated or empty text as valid input.
+  struct Descriptor {
+    int fd;
+    ~Descriptor() {
+      if (fd >= 0) ::close(fd);
+    }
+  } file{::open(path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (file.fd < 0) throw fail("cannot open", errno);
+  struct stat info {};
+  const bool known = ::fstat(file.fd, &info) == 0;
+  if (known && S_ISDIR(info.st_mode)) throw fail("cannot read", EISDIR);
+  std::string text;
+  if (known && S_ISREG(info.st_mode) && info.st_size > 0) {
+    text.reserve(static_cast<size_t>(info.st_size));
+  }
+  char buffer[1 << 14];
+  while (true) {
+    const ssize_t n = ::read(file.fd, buffer, sizeof(buffer));
+    if (n > 0) {
+      text.append(buffer, static_cast<size_t>(n));
+    } else if (n == 0) {
+      return text;
+    } else if (errno != EINTR) {
+      throw fail("cannot read", errno);
+    }
+  }
 }
 
 void YamlProblems::Add(const YAML::Node& node, const std::string& key, std::string message) {
+  for (const auto& [path, override_key] : created_) {
+    if (key == path) {
+      list_.push_back({"--set", 0, override_key, "'" + key + "': " + std::move(message)});
+      return;
+    }
+  }
   if (FromOverride(key)) {
     list_.push_back({"--set", 0, key, std::move(message)});
   } else {
@@ -177,7 +319,14 @@ bool YamlProblems::FromOverride(const std::string& key) const {
   for (const std::string& o : override_keys_) {
     if (key == o || key.rfind(o + ".", 0) == 0) return true;
   }
+  for (const auto& [path, override_key] : created_) {
+    if (key == path || key.rfind(path + ".", 0) == 0) return true;
+  }
   return false;
+}
+
+void YamlProblems::NoteCreatedByOverride(std::string path, std::string override_key) {
+  created_.emplace_back(std::move(path), std::move(override_key));
 }
 
 MapReader::MapReader(YamlProblems& problems, YAML::Node node, std::string path)
@@ -195,8 +344,11 @@ YAML::Node MapReader::Value(const std::string& key, bool required) {
   if (node_.IsMap()) {
     for (const auto& entry : node_) {
       if (entry.first.Scalar() != key) continue;
-      // An empty value ("key:") of a required key is as good as absent.
-      if (required && entry.second.IsNull()) Add(entry.first, key, "missing (required)");
+      // An empty value ("key:") of a required key is as good as absent; one of a key that is not
+      // required is reported by Finish().
+      if (required && entry.second.IsNull() && reported_empty_.insert(key).second) {
+        Add(entry.first, key, "missing (required)");
+      }
       return entry.second;
     }
   }
@@ -298,6 +450,8 @@ void MapReader::Finish() {
       std::string list;
       for (const std::string& k : known_) list += (list.empty() ? "" : ", ") + k;
       Add(entry.first, key, "unknown key (known here: " + list + ")");
+    } else if (entry.second.IsNull() && reported_empty_.insert(key).second) {
+      Add(entry.first, key, "no value; remove the key to keep the default");
     }
   }
 }

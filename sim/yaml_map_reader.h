@@ -31,9 +31,17 @@ namespace feather {
 [[nodiscard]] std::optional<int64_t> ParseInteger(const std::string& text);
 [[nodiscard]] std::optional<double> ParseReal(const std::string& text);  // finite only
 
-// Parses YAML text. Text that is not UTF-8 and a syntax error (a truncated file, say) become an
-// InputError naming the file, the line and the key path the line belongs to (found from the
-// indentation of the lines above it, since the text did not parse).
+// Lists and maps in an input file (a YAML scenario, profile, model or sweep; a trace record's
+// JSON) nest at most this deep, the top level counting as one. Deeper is an input problem,
+// found while parsing, before anything recurses over the value: a line of 100,000 '[' would
+// otherwise overflow the stack. The real files nest fewer than 8 levels.
+inline constexpr int kMaxInputNesting = 64;
+
+// Parses YAML text (its first document). Text that is not UTF-8, a syntax error (a truncated
+// file, say), lists and maps nested deeper than kMaxInputNesting, and a second document with
+// content (after a '---' line: it would be ignored) become an InputError naming the file, the
+// line and the key path the line belongs to (found from the indentation of the lines above it,
+// since the text did not parse). O(size): one pass checks the shape, a second builds the nodes.
 [[nodiscard]] YAML::Node ParseYaml(std::string_view text, const std::string& display_name);
 // Offset of the first byte of `text` that does not belong to a well-formed UTF-8 sequence
 // (overlong forms, surrogates and code points above U+10FFFF included), or nullopt. O(size).
@@ -42,7 +50,10 @@ namespace feather {
 // block maps and the line's own key ("workload.arrival" for "  arrival: {kind: ..." under
 // "workload:"), or "" when none. A best-effort reading of indentation for unparsable text.
 [[nodiscard]] std::string KeyPathAtLine(std::string_view text, uint32_t line);
-// The whole file; InputError "cannot open the <what>" (under `key`) when it cannot be read.
+// The whole file. InputError (under `key`, without a line) "cannot open the <what>: <reason>"
+// when it cannot be opened, and "cannot read the <what>: <reason>" when reading fails (a
+// directory: "Is a directory"; /proc/self/mem: "Input/output error"): a failed read is never
+// taken for an empty file.
 [[nodiscard]] std::string ReadTextFile(const std::string& path, std::string_view what,
                                        std::string_view key = "");
 
@@ -53,6 +64,9 @@ class YamlProblems {
 
   void Add(const YAML::Node& node, const std::string& key, std::string message);
   [[nodiscard]] bool FromOverride(const std::string& key) const;
+  // `--set a.b.c=v` on a file without `a` creates the map `a`: a problem found at `a` (an
+  // unknown key, say) is then reported as "--set: a.b.c: 'a': ...", naming the argument.
+  void NoteCreatedByOverride(std::string path, std::string override_key);
   [[nodiscard]] bool empty() const { return list_.empty(); }
   [[nodiscard]] size_t size() const { return list_.size(); }
   [[nodiscard]] std::vector<InputProblem> Take() { return std::move(list_); }
@@ -60,6 +74,7 @@ class YamlProblems {
  private:
   std::string file_;
   std::vector<std::string> override_keys_;
+  std::vector<std::pair<std::string, std::string>> created_;  // map path -> --set key
   std::vector<InputProblem> list_;
 };
 
@@ -75,8 +90,11 @@ class MapReader {
     return path_.empty() ? key : path_ + "." + key;
   }
   // The value node of `key` (undefined when absent), marking the key as known; a "missing
-  // (required)" problem when `required` and the key is absent or its value empty. Accessors treat
-  // an empty value like an absent key.
+  // (required)" problem when `required` and the key is absent or its value empty. An empty value
+  // ("key:" with nothing after it, or "key: ~") of a key that is not required is a problem too
+  // (Finish() reports it: "no value; remove the key to keep the default"), whatever the key's
+  // type: a value lost in an edit must not run the default in silence. Accessors then leave
+  // `out` as they would for an absent key, and Child() returns nothing.
   YAML::Node Value(const std::string& key, bool required = false);
   // A problem about `key` of this map, at `node`'s line.
   void Add(const YAML::Node& node, const std::string& key, std::string message) {
@@ -115,7 +133,8 @@ class MapReader {
   // A child map; a problem if present but not a map.
   std::optional<YAML::Node> Child(const std::string& key, bool required = false);
 
-  // Reports the keys no accessor asked for (once).
+  // Reports the keys no accessor asked for and the empty values of the keys they asked for
+  // (once).
   void Finish();
 
   [[nodiscard]] YamlProblems& problems() { return problems_; }
@@ -130,6 +149,7 @@ class MapReader {
   YAML::Node node_;
   std::string path_;
   std::set<std::string> known_;
+  std::set<std::string> reported_empty_;  // keys whose empty value has been reported
   bool finished_ = false;
 };
 

@@ -161,6 +161,23 @@ std::vector<Case> Catalogue() {
       ScenarioCase("list_for_scalar", "seed: [1, 2]\n", 1, "seed", "expected an integer"),
       ScenarioCase("negative_seed", "seed: -1\n", 1, "seed", "out of range"),
       ScenarioCase("duplicate_key", "seed: 1\nseed: 2\n", 2, "seed", "duplicate key"),
+      ScenarioCase("name_climbs_out_of_out", "seed: 1\nname: ../../victim\n", 2, "name",
+                   "one plain path component"),
+      ScenarioCase("name_with_separator", "name: runs/a\n", 1, "name", "path separator '/'"),
+      ScenarioCase("name_hidden", "name: .x\n", 1, "name", "starts with '.'"),
+      ScenarioCase("name_dot_dot", "name: \"..\"\n", 1, "name", "climbs out of out/"),
+      ScenarioCase("name_with_control_character", "name: \"a\\tb\"\n", 1, "name",
+                   "control character"),
+      ScenarioCase("heuristic_relaxed_below_strict",
+                   "scheduler:\n  stop: heuristic\n  heuristic:\n    max_loss_chunks: 9\n"
+                   "    relaxed_loss_chunks: 3\n",
+                   5, "scheduler.heuristic.relaxed_loss_chunks", "must be >= max_loss_chunks (9)"),
+      ScenarioCase("heuristic_strict_above_default_relaxed",
+                   "scheduler:\n  heuristic: {max_loss_chunks: 8}\n", 2,
+                   "scheduler.heuristic.max_loss_chunks", "relaxed_loss_chunks (7)"),
+      ScenarioCase("qlearning_epsilon_min_above_start",
+                   "scheduler:\n  qlearning:\n    epsilon_start: 0.1\n    epsilon_min: 0.5\n", 4,
+                   "scheduler.qlearning.epsilon_min", "must be <= epsilon_start (0.1)"),
       ScenarioCase("radix_too_many_leaves",
                    "workload:\n  sharing: {kind: radix, levels: 8, branching: 64}\n", 2,
                    "workload.sharing.branching", "2^32"),
@@ -185,6 +202,31 @@ std::vector<Case> Catalogue() {
       ScenarioCase("not_utf8", "seed: 4\nname: caf\xe9\n", 2, "name", "not valid UTF-8"),
       ScenarioCase("not_utf8_nested", "workload:\n  trace: {path: \"tr\xff\xfe.jsonl\"}\n", 2,
                    "workload.trace", "not valid UTF-8"),
+      // Nesting beyond 64 levels, keys without a value and a second document (issue 13).
+      ScenarioCase("depth_bomb", "workload:\n  requests: " + std::string(100'000, '[') + "\n", 2,
+                   "workload.requests", "nested deeper than 64 levels"),
+      ScenarioCase("empty_value", "workload:\n  requests:\n", 2, "workload.requests",
+                   "no value; remove the key to keep the default"),
+      ScenarioCase("second_document", "seed: 1\n---\nworkload: {requests: 5}\n", 3, "workload",
+                   "in a second YAML document (it starts on line 2)"),
+      TraceCase("hash_ids_depth_bomb",
+                Replace(kRecord, "\"hash_ids\": [1]",
+                        "\"hash_ids\": " + std::string(100'000, '[') + std::string(100'000, ']')) +
+                    "\n",
+                1, "hash_ids", "nested deeper than 64 levels"),
+      ProfileCase("depth_bomb",
+                  Replace(kProfile, "value: 3.35e12", "value: " + std::string(100'000, '[')), 25,
+                  "parameters.dram_bw_bytes_per_s.value", "nested deeper than 64 levels"),
+      ProfileCase("second_document", kProfile + "---\nname: other\n",
+                  static_cast<int>(std::count(kProfile.begin(), kProfile.end(), '\n')) + 2, "name",
+                  "in a second YAML document"),
+      ModelCase(
+          "empty_value",
+          Replace(kModel,
+                  "notes: \"GQA 32:8; untied LM head; max_position_embeddings 8192 (the paper "
+                  "runs 10K-token prompts)\"",
+                  "notes:"),
+          5, "notes", "no value; remove the key to keep the default"),
 
       // ---- trace JSONL, replayed by the scenario ----
       TraceCase("timestamps_unordered",
@@ -264,6 +306,12 @@ std::vector<Case> Catalogue() {
       SetCase("set_not_utf8", {"name=caf\xe9"}, "name", "not valid UTF-8: byte 0xE9 at column 9"),
       SetCase("set_absurd_requests", {"workload.requests=20000000"}, "workload.requests",
               raise_requests),
+      SetCase("set_unknown_new_section", {"foo.bar=1"}, "foo.bar", "'foo': unknown key"),
+      SetCase("set_unknown_nested_new_map", {"workload.arival.rate=5"}, "workload.arival.rate",
+              "'workload.arival': unknown key"),
+      SetCase("set_name_climbs_out", {"name=../../victim"}, "name", "one plain path component"),
+      SetCase("set_cross_field_rule", {"scheduler.heuristic.relaxed_loss_chunks=2"},
+              "scheduler.heuristic.relaxed_loss_chunks", "must be >= max_loss_chunks (5)"),
   };
 }
 

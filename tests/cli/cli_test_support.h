@@ -24,8 +24,10 @@ struct RunResult {
   std::string err;
 };
 
-// Runs FEATHER_BINARY with `args`, stdin closed, and captures stdout, stderr and the exit code.
-inline RunResult RunFeather(const std::vector<std::string>& args) {
+// Runs FEATHER_BINARY with `args`, stdin closed, and captures stdout, stderr and the exit code;
+// in the working directory `cwd` when it is given (relative paths in `args` are then relative
+// to it).
+inline RunResult RunFeather(const std::vector<std::string>& args, const std::string& cwd = "") {
   RunResult result;
   int out_pipe[2];
   int err_pipe[2];
@@ -38,6 +40,7 @@ inline RunResult RunFeather(const std::vector<std::string>& args) {
   posix_spawn_file_actions_addopen(&actions, STDIN_FILENO, "/dev/null", O_RDONLY, 0);
   posix_spawn_file_actions_adddup2(&actions, out_pipe[1], STDOUT_FILENO);
   posix_spawn_file_actions_adddup2(&actions, err_pipe[1], STDERR_FILENO);
+  if (!cwd.empty()) posix_spawn_file_actions_addchdir_np(&actions, cwd.c_str());
   for (int fd : {out_pipe[0], out_pipe[1], err_pipe[0], err_pipe[1]}) {
     posix_spawn_file_actions_addclose(&actions, fd);
   }

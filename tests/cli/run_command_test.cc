@@ -1,9 +1,12 @@
 // run_command_test.cc: `feather run` and `feather pretrain` end to end through the binary:
 // the output contract (summary.json keys, results.h5), byte-identical reruns, bad input (exit 2,
-// file:line:key, no output directory), and a pretrained policy loaded frozen.
+// file:line:key, no output directory), a pretrained policy loaded frozen, requests that can never
+// be served and runs that finish nothing (exit 3, one stderr line, limits.allow_unservable), and
+// the text summary (rates, time units, the overload line).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -18,6 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using ::testing::Not;
 using test::RunFeather;
 using test::RunResult;
 
@@ -48,6 +52,16 @@ class RunCommandTest : public ::testing::Test {
     }
     return args;
   }
+  // Small(args) with `sets` applied after its own (the last --set of a key wins).
+  static std::vector<std::string> SmallWith(std::vector<std::string> args,
+                                            const std::vector<std::string>& sets) {
+    args = Small(std::move(args));
+    for (const std::string& set : sets) {
+      args.push_back("--set");
+      args.push_back(set);
+    }
+    return args;
+  }
 
   fs::path dir_;
 };
@@ -55,15 +69,17 @@ class RunCommandTest : public ::testing::Test {
 TEST_F(RunCommandTest, WritesTheContractFields) {
   const RunResult run = RunFeather(Small({"run", "--out", (dir_ / "a").string()}));
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  EXPECT_THAT(run.out, HasSubstr("throughput"));
+  EXPECT_THAT(run.out, HasSubstr("output tok/s"));
   const auto summary = nlohmann::json::parse(ReadFile(dir_ / "a" / "summary.json"));
   for (const char* key :
-       {"requests_finished", "output_tokens", "duration_s", "throughput_tok_s", "mean_tbt_ms",
-        "p99_tbt_ms", "mean_ttft_ms", "mean_batch_size", "scheduler_cpu_s", "engine_busy_s",
-        "preemptions", "evictions", "scenario"}) {
+       {"requests_finished", "requests_unservable", "output_tokens", "duration_s",
+        "throughput_tok_s", "mean_tbt_ms", "p99_tbt_ms", "mean_ttft_ms", "mean_batch_size",
+        "scheduler_cpu_s", "engine_busy_s", "preemptions", "evictions", "scenario"}) {
     EXPECT_TRUE(summary.contains(key)) << key;
   }
   EXPECT_EQ(summary["requests_finished"], 300);
+  EXPECT_EQ(summary["requests_unservable"], 0);
+  EXPECT_EQ(summary["scenario"]["limits"]["allow_unservable"], false);
   EXPECT_EQ(summary["scenario"]["workload"]["requests"], 300);
   EXPECT_EQ(summary["scenario"]["scheduler"]["selector"], "cht");
   EXPECT_GT(summary["scenario"]["resolved"]["kv_cache_blocks"].get<uint64_t>(), 0u);
@@ -124,6 +140,164 @@ TEST_F(RunCommandTest, PretrainedPolicyLoadsFrozen) {
        "--set", "scheduler.policy.load=" + policy.string()}));
   EXPECT_EQ(wrong.exit_code, 2);
   EXPECT_FALSE(fs::exists(dir_ / "wrong"));
+}
+
+// ---- requests that can never be served (exit 3) ---------------------------------------------
+
+nlohmann::json SummaryOf(const fs::path& dir) {
+  return nlohmann::json::parse(ReadFile(dir / "summary.json"));
+}
+
+// The stderr lines that start with "feather: ".
+std::vector<std::string> FeatherLines(const std::string& err) {
+  std::vector<std::string> lines;
+  std::istringstream in(err);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("feather: ", 0) == 0) lines.push_back(line);
+  }
+  return lines;
+}
+
+TEST_F(RunCommandTest, PromptsLargerThanTheKvCacheExitThreeAndAreNamed) {
+  // Five 9,000-token prompts (5,000 shared + 4,000) and a 4-block cache: nothing can run.
+  const fs::path out = dir_ / "kv";
+  const std::vector<std::string> sets = {"workload.requests=5", "workload.prompt_tokens=4000",
+                                         "serving.kv_cache_blocks=4"};
+  const RunResult run = RunFeather(SmallWith({"run", "--out", out.string()}, sets));
+  EXPECT_EQ(run.exit_code, 3) << run.err;
+  const std::vector<std::string> lines = FeatherLines(run.err);
+  ASSERT_EQ(lines.size(), 2u) << run.err;
+  EXPECT_THAT(lines[0], HasSubstr("5 of 5 requests can never be served and were rejected: 5 need "
+                                  "more KV blocks for prompt + output than the whole cache holds "
+                                  "(up to 575 blocks; the cache has 4); requests 0, 1, 2, 3, 4"));
+  EXPECT_THAT(lines[0], HasSubstr("limits.allow_unservable: true"));
+  EXPECT_THAT(lines[1], HasSubstr("no request finished: every request was rejected"));
+  EXPECT_THAT(run.out, HasSubstr("0 / 5 (5 unservable, rejected)"));
+  // The outputs are written all the same.
+  const auto summary = SummaryOf(out);
+  EXPECT_EQ(summary["requests_unservable"], 5);
+  EXPECT_EQ(summary["requests_finished"], 0);
+  EXPECT_TRUE(fs::exists(out / "results.h5"));
+  // Even when unservable requests are expected, a run that finishes nothing is an error.
+  const RunResult allowed = RunFeather(
+      SmallWith({"run", "--out", out.string(), "--set", "limits.allow_unservable=true"}, sets));
+  EXPECT_EQ(allowed.exit_code, 3) << allowed.err;
+  EXPECT_THAT(allowed.err, HasSubstr("no request finished"));
+}
+
+TEST_F(RunCommandTest, PromptsOverTheBudgetWithoutChunkedPrefillExitThreeUnlessAllowed) {
+  // Unshared prompts of 100-2,000 tokens, a 1,024-token budget and no chunked prefill: the
+  // longer half can never be scheduled, the rest is served.
+  const std::vector<std::string> sets = {
+      "workload.requests=40",
+      "workload.sharing.kind=none",
+      "workload.prompt_tokens={kind: uniform, min: 100, max: 2000}",
+      "workload.output_tokens=20",
+      "serving.chunked_prefill=false",
+      "serving.max_num_batched_tokens=1024"};
+  const RunResult run = RunFeather(SmallWith({"run", "--out", (dir_ / "budget").string()}, sets));
+  EXPECT_EQ(run.exit_code, 3) << run.err;
+  const auto summary = SummaryOf(dir_ / "budget");
+  const uint64_t unservable = summary["requests_unservable"].get<uint64_t>();
+  EXPECT_GT(unservable, 0u);
+  EXPECT_LT(unservable, 40u);
+  EXPECT_EQ(summary["requests_finished"].get<uint64_t>() + unservable, 40u);
+  const std::vector<std::string> lines = FeatherLines(run.err);
+  ASSERT_EQ(lines.size(), 1u) << run.err;
+  EXPECT_THAT(lines[0], HasSubstr(std::to_string(unservable) +
+                                  " of 40 requests can never be "
+                                  "served and were rejected: " +
+                                  std::to_string(unservable) +
+                                  " have a prompt longer than the token budget with chunked "
+                                  "prefill off"));
+  EXPECT_THAT(lines[0], HasSubstr("serving.max_num_batched_tokens 1024); requests "));
+
+  // Expected by the scenario: exit 0, the line still printed, the same results.
+  const RunResult allowed = RunFeather(SmallWith(
+      {"run", "--out", (dir_ / "allowed").string(), "--set", "limits.allow_unservable=true"},
+      sets));
+  EXPECT_EQ(allowed.exit_code, 0) << allowed.err;
+  EXPECT_THAT(allowed.err, HasSubstr("can never be served"));
+  EXPECT_THAT(allowed.err, HasSubstr("(expected: limits.allow_unservable is true)"));
+  const auto allowed_summary = SummaryOf(dir_ / "allowed");
+  EXPECT_EQ(allowed_summary["requests_unservable"], unservable);
+  EXPECT_EQ(allowed_summary["scenario"]["limits"]["allow_unservable"], true);
+
+  // The same in a scenario file, and --json keeps stdout to the summary's bytes.
+  const fs::path file = dir_ / "allowed.yaml";
+  std::ofstream(file) << "limits: {allow_unservable: true}\n";
+  const RunResult json = RunFeather(
+      SmallWith({"run", file.string(), "--json", "--out", (dir_ / "file").string()}, sets));
+  EXPECT_EQ(json.exit_code, 0) << json.err;
+  EXPECT_EQ(nlohmann::json::parse(json.out)["requests_unservable"], unservable);
+}
+
+TEST_F(RunCommandTest, AllowUnservableMustBeABool) {
+  const RunResult run =
+      RunFeather({"run", "--out", (dir_ / "x").string(), "--set", "limits.allow_unservable=3"});
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, HasSubstr("limits.allow_unservable"));
+  EXPECT_FALSE(fs::exists(dir_ / "x"));
+}
+
+TEST_F(RunCommandTest, ARunThatFinishesNothingExitsThree) {
+  const RunResult run =
+      RunFeather(SmallWith({"run", "--out", (dir_ / "short").string()}, {"run.max_steps=3"}));
+  EXPECT_EQ(run.exit_code, 3) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("no request finished: the run stopped at run.max_steps 3"));
+  EXPECT_EQ(SummaryOf(dir_ / "short")["requests_finished"], 0);
+}
+
+// A time as the text summary prints it: ms below 10 s, s from there.
+std::string ExpectedTime(double ms) {
+  char text[64];
+  if (ms < 10'000.0) {
+    std::snprintf(text, sizeof(text), "%.2f ms", ms);
+  } else {
+    std::snprintf(text, sizeof(text), "%.2f s", ms * 1e-3);
+  }
+  return text;
+}
+
+// The text summary's time lines, from summary.json's values.
+void ExpectTimeLines(const RunResult& run, const nlohmann::json& summary) {
+  const auto ms = [&](const char* key) { return summary[key].get<double>(); };
+  EXPECT_THAT(run.out, HasSubstr("mean / p99 TTFT          " + ExpectedTime(ms("mean_ttft_ms")) +
+                                 " / " + ExpectedTime(ms("p99_ttft_ms")) + "\n"));
+  EXPECT_THAT(run.out, HasSubstr("mean / p99 TBT           " + ExpectedTime(ms("mean_tbt_ms")) +
+                                 " / " + ExpectedTime(ms("p99_tbt_ms")) + "\n"));
+  EXPECT_THAT(run.out, HasSubstr("mean latency             " + ExpectedTime(ms("mean_latency_ms")) +
+                                 " (arrival to last token)"));
+  EXPECT_THAT(run.out, HasSubstr("simulated duration       " +
+                                 ExpectedTime(1e3 * summary["duration_s"].get<double>())));
+}
+
+// The text summary: output and input rates, the cache hit rate, times in ms below 10 s and in
+// s above, and the overload line only for an overloaded run.
+TEST_F(RunCommandTest, TextSummaryNamesRatesTimeUnitsAndOverload) {
+  // 1,000 req/s is far beyond what the profile serves (~30 req/s): the queue grows.
+  const RunResult over = RunFeather(
+      SmallWith({"run", "--out", (dir_ / "over").string()}, {"workload.arrival.rate=1000"}));
+  ASSERT_EQ(over.exit_code, 0) << over.err;
+  const auto summary = SummaryOf(dir_ / "over");
+  EXPECT_THAT(over.out, HasSubstr("output tok/s"));
+  EXPECT_THAT(over.out, HasSubstr("input (prefilled) tok/s"));
+  EXPECT_THAT(over.out, HasSubstr("prompt cache hit rate"));
+  ExpectTimeLines(over, summary);
+  EXPECT_GT(summary["p99_ttft_ms"].get<double>(), 10'000.0);  // printed in s
+  EXPECT_LT(summary["mean_tbt_ms"].get<double>(), 10'000.0);  // printed in ms
+  EXPECT_THAT(over.out, ::testing::ContainsRegex(
+                            R"(overloaded +yes: arrivals outpaced service; [0-9]+ of 300 )"
+                            R"(requests still waited for admission when the last one arrived)"));
+
+  // 2 requests/s of short prompts: served as they come.
+  const RunResult light =
+      RunFeather(SmallWith({"run", "--out", (dir_ / "light").string()},
+                           {"workload.requests=20", "workload.arrival.rate=2"}));
+  ASSERT_EQ(light.exit_code, 0) << light.err;
+  EXPECT_THAT(light.out, Not(HasSubstr("overloaded")));
+  ExpectTimeLines(light, SummaryOf(dir_ / "light"));
+  EXPECT_THAT(light.out, ::testing::ContainsRegex(R"(mean / p99 TTFT +[0-9]+\.[0-9]{2} ms / )"));
 }
 
 }  // namespace

@@ -313,6 +313,29 @@ TEST_F(SweepCommandTest, RunsEveryPointAndWritesTheTable) {
   EXPECT_THAT(no_python.err, HasSubstr("needs Python 3 with matplotlib"));
 }
 
+// `feather sweep --set` overrides every point after the file (scheduler_time=zero for tables
+// that must compare byte for byte); its own problems are reported against --set.
+TEST_F(SweepCommandTest, CommandLineSetsApplyToEveryPointLast) {
+  const fs::path sweep = WriteSweep("[20]", "set: {seed: 9}\n");
+  const fs::path out = dir_ / "out";
+  const RunResult run = RunFeather({"sweep", sweep.string(), "--out", out.string(), "--set",
+                                    "seed=4", "--set", "scheduler_time=zero"});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  int points = 0;
+  for (const auto& entry : fs::directory_iterator(out / "points")) {
+    const nlohmann::json summary =
+        nlohmann::json::parse(ReadFile(entry.path() / "summary.json"));
+    EXPECT_EQ(summary["scenario"]["seed"], 4);
+    EXPECT_EQ(summary["scenario"]["scheduler_time"], "zero");
+    EXPECT_EQ(summary["scheduler_cpu_s"], 0.0);
+    ++points;
+  }
+  EXPECT_EQ(points, 2);
+  const RunResult bad = RunFeather({"sweep", sweep.string(), "--list", "--set", "seed=-3"});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--set: seed: "));
+}
+
 TEST_F(SweepCommandTest, AStaleFinishedPointRunsAgain) {
   const fs::path out = dir_ / "out";
   ASSERT_EQ(RunFeather({"sweep", WriteSweep("[20]").string(), "--out", out.string()}).exit_code, 0);
@@ -337,9 +360,10 @@ TEST_F(SweepCommandTest, BadValuesAreReportedAtTheSweepFileLineAndNothingIsWritt
   const RunResult run = RunFeather({"sweep", sweep.string(), "--out", out.string()});
   EXPECT_EQ(run.exit_code, 2);
   const std::string file = sweep.string();
-  EXPECT_THAT(run.err, HasSubstr(file + ":3: scheduler.selector:"));
-  EXPECT_THAT(run.err, HasSubstr(file + ":7: workload.arrival.rate:"));
-  EXPECT_THAT(run.err, HasSubstr(file + ":8: workload.no_such_key: unknown key"));
+  // Each problem under the key path of the sweep file: its section, then the scenario key.
+  EXPECT_THAT(run.err, HasSubstr(file + ":3: set.scheduler.selector:"));
+  EXPECT_THAT(run.err, HasSubstr(file + ":7: vary.workload.arrival.rate:"));
+  EXPECT_THAT(run.err, HasSubstr(file + ":8: vary.workload.no_such_key: unknown key"));
   EXPECT_THAT(run.err, Not(HasSubstr("--set")));
   EXPECT_FALSE(fs::exists(out));
 

@@ -1,15 +1,17 @@
 // trace_stats_test.cc: `feather trace-stats` on a 5-request fixture whose statistics are worked
 // out by hand (tests/cli/data/small_trace.jsonl), in process and through the binary, plus the
-// bad-trace path (exit 2, FILE:LINE).
+// bad-trace path (exit 2, FILE:LINE) and bad --bin-s values (exit 2, one line).
 #include "cli/trace_stats.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 
 #include "sim/trace_reader.h"
@@ -120,6 +122,30 @@ TEST(TraceStatsTest, BadTraceIsExit2WithFileAndLine) {
   EXPECT_EQ(run.exit_code, 2);
   EXPECT_THAT(run.err, HasSubstr(bad.string() + ":2:"));
   fs::remove(bad);
+}
+
+// --bin-s 0 was CLI11's range error, which printed DBL_MAX in full (310 digits) on two lines;
+// nan passed (as the automatic bin) and 1e-300 asked for 1e300 bins.
+TEST(TraceStatsTest, BinSecondsMustBePositiveFiniteAndNotTooShort) {
+  for (const std::string bin : {"0", "-1", "nan", "inf", "1e999", "abc", "2s"}) {
+    const RunResult run = RunFeather({"trace-stats", kTrace, "--bin-s", bin});
+    EXPECT_EQ(run.exit_code, 2) << bin;
+    EXPECT_EQ(run.err, "feather: error: --bin-s: expected a positive number of seconds, got '" +
+                           bin + "'\n");
+    EXPECT_TRUE(run.out.empty()) << run.out;
+  }
+  // The fixture lasts 4 s: 100,000 bins or more is an error, not 4e300 counters.
+  const RunResult tiny = RunFeather({"trace-stats", kTrace, "--bin-s", "1e-300"});
+  EXPECT_EQ(tiny.exit_code, 2);
+  EXPECT_EQ(tiny.err.rfind("feather: error: --bin-s: a bin of 1e-300 s cuts the trace's 4 s into "
+                           "more than 100000 bins; give at least ",
+                           0),
+            0u)
+      << tiny.err;
+  EXPECT_EQ(std::count(tiny.err.begin(), tiny.err.end(), '\n'), 1) << tiny.err;
+  EXPECT_DOUBLE_EQ(ParseBinSeconds("0.5"), 0.5);
+  EXPECT_DOUBLE_EQ(ParseBinSeconds("1e3"), 1000.0);
+  EXPECT_THROW((void)ParseBinSeconds(""), std::invalid_argument);
 }
 
 }  // namespace

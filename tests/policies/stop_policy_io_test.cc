@@ -278,6 +278,23 @@ TEST_F(StopPolicyIoTest, BadJsonNamesTheFile) {
   EXPECT_NE(top.find("(top level)"), std::string::npos) << top;
 }
 
+// A bomb of 100,000 nested brackets killed `feather run` (stack overflow printing the bad value);
+// the parse now stops past 64 levels, in the header field or anywhere else.
+TEST_F(StopPolicyIoTest, DeeplyNestedJsonIsRefusedNotACrash) {
+  const auto policy = MakeStopPolicy("bandit");
+  for (const std::string& text :
+       {std::string(100000, '[') + std::string(100000, ']'),
+        R"({"format": )" + std::string(100000, '[') + std::string(100000, ']') + "}",
+        std::string(100000, '[')}) {
+    const std::string message = LoadError(*policy, Path("bomb.json"), text);
+    EXPECT_NE(message.find(Path("bomb.json")), std::string::npos) << message.substr(0, 200);
+    EXPECT_LT(message.size(), 400u);
+  }
+  const std::string deep = LoadError(*policy, Path("deep.json"),
+                                     std::string(100, '[') + std::string(100, ']'));
+  EXPECT_NE(deep.find("nested deeper than 64 levels"), std::string::npos) << deep;
+}
+
 TEST_F(StopPolicyIoTest, WrongKindIsRefused) {
   const std::string golden = ReadFile(DataFile("stop_policy_bandit_golden.json"));
   const auto q = MakeStopPolicy("qlearning");

@@ -60,6 +60,7 @@ RunSummary FixedSummary() {
   RunSummary s;
   s.requests = 500;
   s.requests_finished = 480;
+  s.requests_unservable = 3;
   s.output_tokens = 96000;
   s.duration_s = 12.5;
   s.throughput_tok_s = 7680.0;
@@ -247,6 +248,7 @@ TEST_F(RunOutputTest, SummaryKeysComeInTheDocumentedOrder) {
   for (const auto& item : json.items()) keys.push_back(item.key());
   const std::vector<std::string> expected = {"requests",
                                              "requests_finished",
+                                             "requests_unservable",
                                              "output_tokens",
                                              "duration_s",
                                              "throughput_tok_s",
@@ -278,8 +280,26 @@ TEST_F(RunOutputTest, SummaryKeysComeInTheDocumentedOrder) {
     EXPECT_EQ(terms[t], StepTermName(static_cast<StepTerm>(t)));
   }
   EXPECT_EQ(json["step_time_s_by_term"]["gemm"].get<double>(), 6.5);
+  EXPECT_EQ(json["requests_unservable"].get<uint64_t>(), 3u);
   EXPECT_EQ(json["stop"], "heuristic");
   EXPECT_EQ(json["scenario"]["workload"]["groups"], 5);
+}
+
+TEST_F(RunOutputTest, SummaryRunUnservedReadsTheRunsVerdict) {
+  // FixedSummary: 3 unservable of 500, 480 finished; the scenario does not allow them.
+  RunOutputMeta meta = FixedMeta();
+  EXPECT_TRUE(SummaryRunUnserved(SummaryToJson(FixedSummary(), meta)));
+  meta.scenario["limits"] = {{"allow_unservable", true}};
+  EXPECT_FALSE(SummaryRunUnserved(SummaryToJson(FixedSummary(), meta)));
+  RunSummary none_finished = FixedSummary();
+  none_finished.requests_finished = 0;
+  EXPECT_TRUE(SummaryRunUnserved(SummaryToJson(none_finished, meta)));  // allowed or not
+  RunSummary all_served = FixedSummary();
+  all_served.requests_unservable = 0;
+  EXPECT_FALSE(SummaryRunUnserved(SummaryToJson(all_served, FixedMeta())));
+  nlohmann::ordered_json older = SummaryToJson(FixedSummary(), FixedMeta());
+  older.erase("requests_unservable");
+  EXPECT_FALSE(SummaryRunUnserved(older));
 }
 
 TEST_F(RunOutputTest, NonFiniteValuesBecomeNull) {
@@ -503,7 +523,8 @@ TEST_F(RunOutputTest, WritingOverAnEarlierRunReplacesIt) {
   const fs::path dir = root_ / "run";
   fs::create_directories(dir / "nested");
   std::ofstream(dir / "stale.txt") << "from an earlier run";
-  std::ofstream(dir / "summary.json") << "{}";
+  // An earlier run is known by its summary.json: feather's provenance names its version.
+  std::ofstream(dir / "summary.json") << "{\"provenance\": {\"feather_version\": \"0.1\"}}";
 
   WriteRunOutputs(dir.string(), SmallRecords(), FixedSummary(), FixedMeta());
 
@@ -516,6 +537,38 @@ TEST_F(RunOutputTest, WritingOverAnEarlierRunReplacesIt) {
   EXPECT_EQ(ReadFile(dir / "summary.json"), SummaryJsonText(FixedSummary(), FixedMeta()));
   EXPECT_TRUE(EntriesContaining(root_, ".partial-").empty());
   EXPECT_TRUE(EntriesContaining(root_, ".old-").empty());
+}
+
+// A folder that does not hold a feather run is the user's: refused before and at install time,
+// never deleted, whatever it holds.
+TEST_F(RunOutputTest, AFolderThatIsNotAFeatherRunIsNeverReplaced) {
+  const fs::path dir = root_ / "mine";
+  for (const std::string& summary :
+       std::vector<std::string>{"", "{}", "{\"provenance\": {}}", "[1]", "not json",
+                                std::string(100000, '[')}) {
+    SCOPED_TRACE(summary.substr(0, 20));
+    fs::remove_all(dir);
+    fs::create_directories(dir);
+    std::ofstream(dir / "notes.md") << "keep";
+    if (!summary.empty()) std::ofstream(dir / "summary.json") << summary;
+    EXPECT_THROW(PrepareOutputDir(dir.string()), std::runtime_error);
+    try {
+      WriteRunOutputs(dir.string(), SmallRecords(), FixedSummary(), FixedMeta());
+      FAIL() << "no exception";
+    } catch (const std::runtime_error& e) {
+      EXPECT_THAT(e.what(), HasSubstr("'" + dir.string() + "' exists and does not hold a feather run"));
+    }
+    EXPECT_EQ(ReadFile(dir / "notes.md"), "keep");
+    EXPECT_TRUE(EntriesContaining(root_, ".partial-").empty());
+  }
+  // The same folder once it held a run of feather's (and an empty one) is replaced.
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  EXPECT_NO_THROW(PrepareOutputDir(dir.string()));
+  WriteRunOutputs(dir.string(), SmallRecords(), FixedSummary(), FixedMeta());
+  EXPECT_NO_THROW(PrepareOutputDir(dir.string()));
+  WriteRunOutputs(dir.string(), SmallRecords(), FixedSummary(), FixedMeta());
+  EXPECT_EQ(ReadFile(dir / "summary.json"), SummaryJsonText(FixedSummary(), FixedMeta()));
 }
 
 TEST_F(RunOutputTest, ParentThatIsAFileFailsAndLeavesNothing) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <filesystem>
+#include <fstream>
 #include <string>
 #include <vector>
 
@@ -171,6 +172,41 @@ TEST(ScenarioTest, EchoRoundTripsTheResolvedValues) {
   EXPECT_EQ(json["scheduler"]["selector"], "fcfs");
   EXPECT_EQ(json["serving"]["max_num_seqs"], 500);
   EXPECT_EQ(json.dump(), ScenarioToJson(s).dump());  // deterministic
+}
+
+// The message of the InputError `load` throws ("" when none).
+template <typename Load>
+std::string ErrorOf(Load load) {
+  try {
+    load();
+  } catch (const InputError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+// A read that failed (EIO) or a directory read as an empty file: the built-in default scenario
+// ran with exit 0, and a profile directory was "empty".
+TEST(ScenarioTest, UnreadableFilesAreNamedNotTakenForEmpty) {
+  const std::string dir = ::testing::TempDir();
+  EXPECT_EQ(ErrorOf([&] { (void)LoadScenarioFile(dir); }),
+            dir + ": cannot read the scenario file: Is a directory");
+  EXPECT_EQ(ErrorOf([&] { (void)ReadNamedFile(dir, "results/profiles", "profile"); }),
+            dir + ": profile: cannot read the file: Is a directory");
+  if (!std::ifstream("/proc/self/mem")) GTEST_SKIP() << "/proc/self/mem cannot be opened here";
+  EXPECT_EQ(ErrorOf([] { (void)LoadScenarioFile("/proc/self/mem"); }),
+            "/proc/self/mem: cannot read the scenario file: Input/output error");
+}
+
+TEST(ScenarioTest, EmptyValuesAndSecondDocumentsAreProblems) {
+  const auto empty = ProblemsOf("workload:\n  requests:\n");
+  ASSERT_EQ(empty.size(), 1u);
+  EXPECT_EQ(empty[0].ToString(),
+            "test.yaml:2: workload.requests: no value; remove the key to keep the default");
+  const auto second = ProblemsOf("seed: 1\n---\nseed: 2\n");
+  ASSERT_EQ(second.size(), 1u);
+  EXPECT_EQ(second[0].line, 3u);
+  EXPECT_EQ(second[0].key, "seed");
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // simulator_test.cc: the serving loop against a constant-cost engine: conservation of tokens,
 // the vLLM limits (token budget, max batch, chunked prefill), prefix-cache hits, preemption by
-// recompute, rejection of unservable requests, scheduler-time charging, TBT bookkeeping and
-// determinism.
+// recompute, rejection of unservable requests (each kind, on arrival or at re-admission), the
+// overload verdict, scheduler-time charging, TBT bookkeeping and determinism.
 #include "sim/simulator.h"
 
 #include <gtest/gtest.h>
@@ -186,26 +186,205 @@ TEST(SimulatorTest, PreemptsByRecomputeWhenBlocksRunOut) {
   EXPECT_EQ(per_request, r.summary.preemptions);
 }
 
-TEST(SimulatorTest, RejectsARequestLargerThanThePool) {
+// Requests with these prompt lengths and output lengths, `gap_ns` apart, unique prompts.
+Workload MakeSizedWorkload(const std::vector<uint32_t>& prompt_tokens,
+                           const std::vector<uint32_t>& output_tokens, int64_t gap_ns = 0) {
+  Workload w;
+  w.prompts.offsets.push_back(0);
+  for (size_t i = 0; i < prompt_tokens.size(); ++i) {
+    const PromptSet one =
+        MakeGroupedPrompts(1, 1, 0, std::max<uint32_t>(prompt_tokens[i], 1), 100 + i);
+    const auto p = one.Prompt(0).first(prompt_tokens[i]);
+    w.prompts.tokens.insert(w.prompts.tokens.end(), p.begin(), p.end());
+    w.prompts.offsets.push_back(w.prompts.tokens.size());
+    w.prompts.group.push_back(static_cast<uint32_t>(i));
+    w.arrival_ns.push_back(gap_ns * static_cast<int64_t>(i));
+    w.output_tokens.push_back(output_tokens[i]);
+  }
+  return w;
+}
+
+// Every request either finished with all its tokens or is listed as unservable, never both.
+void ExpectFinishedOrUnservable(const SimResult& r, const Workload& w) {
+  ASSERT_TRUE(r.complete);
+  std::vector<bool> rejected(w.size(), false);
+  for (const UnservableRequest& u : r.unservable) rejected[u.id] = true;
+  for (size_t i = 0; i < w.size(); ++i) {
+    const RequestRecord& rec = r.records.requests[i];
+    if (rejected[i]) {
+      EXPECT_EQ(rec.finish_ns, -1) << "request " << i;
+    } else {
+      EXPECT_EQ(rec.output_tokens, w.output_tokens[i]) << "request " << i;
+      EXPECT_GE(rec.finish_ns, rec.first_token_ns) << "request " << i;
+    }
+  }
+  EXPECT_EQ(r.summary.requests_unservable, r.unservable.size());
+  EXPECT_EQ(r.summary.requests_finished + r.summary.requests_unservable, w.size());
+  EXPECT_TRUE(std::is_sorted(r.unservable.begin(), r.unservable.end(),
+                             [](const auto& a, const auto& b) { return a.id < b.id; }));
+}
+
+TEST(SimulatorTest, RejectsOnArrivalAPromptLargerThanThePool) {
   ServingConfig c = SmallConfig();
   c.kv_cache_blocks = 20;  // 320 tokens
-  Workload w = MakeWorkload(3, 3, 0, 100, 3, 0);
-  // Make the middle prompt far longer than the pool.
-  Workload big = MakeWorkload(1, 1, 0, 1000, 3, 0, 99);
-  Workload mixed;
-  mixed.prompts.offsets.push_back(0);
-  for (size_t i = 0; i < 3; ++i) {
-    const auto p = i == 1 ? big.prompts.Prompt(0) : w.prompts.Prompt(i);
-    mixed.prompts.tokens.insert(mixed.prompts.tokens.end(), p.begin(), p.end());
-    mixed.prompts.offsets.push_back(mixed.prompts.tokens.size());
-    mixed.prompts.group.push_back(static_cast<uint32_t>(i));
-    mixed.arrival_ns.push_back(0);
-    mixed.output_tokens.push_back(3);
+  // The middle prompt is far longer than the pool; every selector serves the other two.
+  const Workload w = MakeSizedWorkload({100, 1000, 100}, {3, 3, 3});
+  for (std::string_view selector : SelectorNames()) {
+    SCOPED_TRACE(selector);
+    const SimResult r = RunWith(c, w, selector, "always");
+    ExpectFinishedOrUnservable(r, w);
+    EXPECT_EQ(r.summary.requests_finished, 2u);
+    ASSERT_EQ(r.unservable.size(), 1u);
+    EXPECT_EQ(r.unservable[0].id, 1u);
+    EXPECT_EQ(r.unservable[0].reason, UnservableReason::kExceedsKvCache);
+    EXPECT_EQ(r.unservable[0].needed, 63u);  // ceil((1000 + 3 - 1) / 16)
+    EXPECT_EQ(r.unservable[0].limit, 20u);
   }
-  const SimResult r = RunWith(c, mixed, "fcfs", "always");
-  EXPECT_TRUE(r.complete);
+}
+
+TEST(SimulatorTest, RejectsOnArrivalARequestWhoseOutputOutgrowsThePool) {
+  // The prompt (200 tokens, 13 blocks) fits the 20-block pool but prompt + output (399 tokens,
+  // 25 blocks) never does. Admitted, it would decode until the pool ran out, preempt itself and
+  // recompute in vain; it is refused before it costs a step, and the short request is served.
+  ServingConfig c = SmallConfig();
+  c.kv_cache_blocks = 20;
+  const Workload w = MakeSizedWorkload({200, 50}, {200, 10});
+  const SimResult r = RunWith(c, w, "fcfs", "always");
+  ExpectFinishedOrUnservable(r, w);
+  ASSERT_EQ(r.unservable.size(), 1u);
+  EXPECT_EQ(r.unservable[0].id, 0u);
+  EXPECT_EQ(r.unservable[0].reason, UnservableReason::kExceedsKvCache);
+  EXPECT_EQ(r.unservable[0].needed, 25u);
+  EXPECT_EQ(r.records.requests[0].output_tokens, 0u);
+  EXPECT_EQ(r.records.requests[0].preemptions, 0u);
+  EXPECT_EQ(r.summary.preemptions, 0u);
+  EXPECT_EQ(r.summary.admitted_prompt_tokens, 50u);
+  // Exactly the pool: 20 blocks hold prompt + output - 1 = 320 tokens.
+  const Workload exact = MakeSizedWorkload({300}, {21});
+  const SimResult fits = RunWith(c, exact, "fcfs", "always");
+  ExpectConservation(fits, exact);
+  EXPECT_TRUE(fits.unservable.empty());
+}
+
+TEST(SimulatorTest, RejectsOnArrivalAPromptOverTheBudgetWithoutChunkedPrefill) {
+  ServingConfig c = SmallConfig();
+  c.chunked_prefill = false;
+  c.max_num_batched_tokens = 512;
+  const Workload w = MakeSizedWorkload({100, 600, 512, 40}, {5, 5, 5, 5}, 1'000'000);
+  for (std::string_view selector : SelectorNames()) {
+    SCOPED_TRACE(selector);
+    const SimResult r = RunWith(c, w, selector, "always");
+    ExpectFinishedOrUnservable(r, w);
+    ASSERT_EQ(r.unservable.size(), 1u);
+    EXPECT_EQ(r.unservable[0].id, 1u);
+    EXPECT_EQ(r.unservable[0].reason, UnservableReason::kPromptOverBudget);
+    EXPECT_EQ(r.unservable[0].needed, 600u);
+    EXPECT_EQ(r.unservable[0].limit, 512u);
+  }
+  // With chunked prefill the same prompt is served in chunks.
+  c.chunked_prefill = true;
+  const SimResult chunked = RunWith(c, w, "fcfs", "always");
+  ExpectConservation(chunked, w);
+  EXPECT_EQ(chunked.summary.requests_unservable, 0u);
+}
+
+TEST(SimulatorTest, RejectsARecomputeOverTheBudgetWithoutChunkedPrefill) {
+  // Without chunked prefill a preempted request recomputes prompt + generated tokens in one
+  // step; once that exceeds the budget it can never run again. Two requests of 200 + 100 tokens
+  // (19 blocks each at the end) share a 34-block pool: when both hold 17 blocks the older one's
+  // next block preempts the newer, then about 270 tokens long. It is rejected when it comes up
+  // again (vLLM V0's prompt_limit), and a later request is still served.
+  ServingConfig c = SmallConfig();
+  c.chunked_prefill = false;
+  c.prefix_caching = false;
+  c.max_num_batched_tokens = 256;
+  c.kv_cache_blocks = 34;
+  Workload w = MakeSizedWorkload({200, 200, 50}, {100, 100, 5});
+  w.arrival_ns[2] = 1'000'000'000;  // after the others are done
+  const SimResult r = RunWith(c, w, "fcfs", "always");
+  ExpectFinishedOrUnservable(r, w);
+  ASSERT_EQ(r.unservable.size(), 1u);
+  const UnservableRequest& u = r.unservable[0];
+  EXPECT_EQ(u.id, 1u);
+  EXPECT_EQ(u.reason, UnservableReason::kRecomputeOverBudget);
+  EXPECT_GT(u.needed, 256u);
+  EXPECT_EQ(u.limit, 256u);
+  EXPECT_EQ(r.records.requests[1].preemptions, 1u);
   EXPECT_EQ(r.summary.requests_finished, 2u);
-  EXPECT_EQ(r.records.requests[1].finish_ns, -1);
+  for (const StepRecord& s : r.records.steps) EXPECT_LE(s.prefill_tokens + s.decode_tokens, 256u);
+}
+
+TEST(SimulatorTest, RejectsAnEmptyPromptInsteadOfSpinning) {
+  // An empty prompt has nothing to prefill: admitted, it would sit in the batch forever. The
+  // step limit only bounds the test if that regresses.
+  ServingConfig c = SmallConfig();
+  c.max_steps = 10'000;
+  const Workload w = MakeSizedWorkload({30, 0, 30}, {4, 4, 4});
+  const SimResult r = RunWith(c, w, "fcfs", "always");
+  ExpectFinishedOrUnservable(r, w);
+  ASSERT_EQ(r.unservable.size(), 1u);
+  EXPECT_EQ(r.unservable[0].id, 1u);
+  EXPECT_EQ(r.unservable[0].reason, UnservableReason::kEmptyPrompt);
+  EXPECT_LT(r.records.steps.size(), 100u);
+}
+
+TEST(SimulatorTest, DescribesUnservableRequestsInOneLine) {
+  EXPECT_EQ(DescribeUnservable({}, 10), "");
+  const std::vector<UnservableRequest> one = {{7, UnservableReason::kExceedsKvCache, 251, 4}};
+  EXPECT_EQ(DescribeUnservable(one, 5),
+            "1 of 5 requests can never be served and were rejected: 1 need more KV blocks for "
+            "prompt + output than the whole cache holds (up to 251 blocks; the cache has 4); "
+            "request 7");
+  std::vector<UnservableRequest> many;
+  for (RequestId id = 0; id < 7; ++id) {
+    many.push_back(
+        {id * 10, id < 5 ? UnservableReason::kExceedsKvCache : UnservableReason::kPromptOverBudget,
+         1000u + id, id < 5 ? 64u : 512u});
+  }
+  const std::string line = DescribeUnservable(many, 3993);
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  EXPECT_NE(line.find("7 of 3993 requests can never be served"), std::string::npos) << line;
+  EXPECT_NE(line.find("5 need more KV blocks"), std::string::npos) << line;
+  EXPECT_NE(line.find("(up to 1004 blocks; the cache has 64)"), std::string::npos) << line;
+  EXPECT_NE(line.find("2 have a prompt longer than the token budget with chunked prefill off "
+                      "(up to 1006 tokens; serving.max_num_batched_tokens 512)"),
+            std::string::npos)
+      << line;
+  EXPECT_NE(line.find("; requests 0, 10, 20, 30, 40 and 2 more"), std::string::npos) << line;
+}
+
+TEST(SimulatorTest, FlagsARunWhoseArrivalsOutpaceService) {
+  // One request at a time (max batch 1), each taking about 20 steps of ~1 ms: ~50 req/s.
+  ServingConfig c = SmallConfig();
+  c.max_num_seqs = 1;
+  // 200 req/s for 0.5 s: the queue grows by ~150 req/s; at the last arrival ~75 % still wait.
+  const Workload fast = MakeWorkload(100, 2, 64, 16, 20, 5'000'000);
+  const SimResult over = RunWith(c, fast, "fcfs", "always");
+  ExpectConservation(over, fast);
+  EXPECT_TRUE(over.summary.overloaded);
+  EXPECT_GE(over.summary.waiting_at_last_arrival, 50u);
+  EXPECT_NEAR(over.summary.arrival_span_s, 0.495, 1e-9);
+  // 20 req/s: each request is done before the next arrives.
+  const Workload slow = MakeWorkload(100, 2, 64, 16, 20, 50'000'000);
+  const SimResult under = RunWith(c, slow, "fcfs", "always");
+  ExpectConservation(under, slow);
+  EXPECT_FALSE(under.summary.overloaded);
+  EXPECT_EQ(under.summary.waiting_at_last_arrival, 0u);
+  // Everything at t = 0 is a batch job, not an overload.
+  const Workload offline = MakeWorkload(100, 2, 64, 16, 20, 0);
+  const SimResult batch = RunWith(c, offline, "fcfs", "always");
+  ExpectConservation(batch, offline);
+  EXPECT_FALSE(batch.summary.overloaded);
+}
+
+TEST(SimulatorTest, CountsPrefilledAndAdmittedPromptTokens) {
+  const Workload w = MakeWorkload(20, 1, 800, 50, 4, 50'000'000);  // arrivals far apart
+  const SimResult r = RunWith(SmallConfig(), w, "fcfs", "always");
+  ExpectConservation(r, w);
+  EXPECT_EQ(r.summary.admitted_prompt_tokens, 20u * 850u);
+  // The first computes its whole prompt, the others the 50 tokens after the cached 800.
+  EXPECT_EQ(r.summary.prefill_tokens, 850u + 19u * 50u);
+  EXPECT_EQ(r.summary.cached_prompt_tokens, 19u * 800u);
 }
 
 TEST(SimulatorTest, HomogeneousBatchesExposeTheCommonPrefix) {
@@ -311,6 +490,21 @@ TEST(SimulatorTest, RewardTimeIsTheDecodeOnlyPriceWhenAsked) {
     EXPECT_EQ(mixed, 1u);
     EXPECT_EQ(policy.empty_batch_decisions, 1u);  // the first admission: asked at b = 0 too
   }
+}
+
+// The CLI polls SIGINT/SIGTERM in the progress callback: by default it runs after every step,
+// so a run whose steps cost seconds of scheduler CPU still stops within one step.
+TEST(SimulatorTest, ProgressIsReportedAfterEveryStepByDefault) {
+  const Workload w = MakeWorkload(40, 4, 64, 32, 8, 1'000'000);
+  std::unique_ptr<CandidateSelector> selector = MakeSelector("fcfs");
+  std::unique_ptr<StopPolicy> policy = MakeStopPolicy("always");
+  ConstantEngine engine;
+  Simulator sim(SmallConfig(), w, *selector, *policy, engine);
+  std::vector<uint64_t> seen;
+  const SimResult r = sim.Run([&](const SimProgress& p) { seen.push_back(p.steps); });
+  ExpectConservation(r, w);
+  ASSERT_EQ(seen.size(), r.records.steps.size());
+  for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], i + 1);
 }
 
 }  // namespace

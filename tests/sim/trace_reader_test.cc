@@ -4,11 +4,14 @@
 
 #include <gtest/gtest.h>
 
+#include <cerrno>
 #include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <streambuf>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "sim/input_error.h"
@@ -232,6 +235,102 @@ TEST(TraceReaderTest, UnreadableFile) {
 
 TEST(TraceReaderTest, ZeroBlockTokensIsAnError) {
   EXPECT_THROW((void)ParseText(kGood, Options(0)), InputError);
+}
+
+// `levels` nested arrays around nothing: "[[...]]".
+std::string Nested(size_t levels, bool closed = true) {
+  return std::string(levels, '[') + (closed ? std::string(levels, ']') : "");
+}
+
+// A line of 100,000 brackets crashed the reader (the message serialised the whole value, one
+// stack frame per level): nesting now stops at 64 levels, a problem of its line and field.
+TEST(TraceReaderTest, DepthBombIsAProblemOfItsLineNotACrash) {
+  const std::string too_deep =
+      "arrays and objects nested deeper than 64 levels (a record is a flat JSON object)";
+  EXPECT_EQ(OnlyProblem(Nested(100'000) + "\n"), "t.jsonl:1: " + too_deep);
+  EXPECT_EQ(OnlyProblem(Nested(100'000, false) + "\n"), "t.jsonl:1: " + too_deep);
+  const std::string bomb_in_ids =
+      R"({"timestamp": 0, "input_length": 5, "output_length": 2, "hash_ids": )" + Nested(100'000) +
+      "}";
+  EXPECT_EQ(OnlyProblem(kGood + "\n" + bomb_in_ids + "\n" + kGood + "\n"),
+            "t.jsonl:2: hash_ids: " + too_deep);
+}
+
+TEST(TraceReaderTest, SixtyFourLevelsAreReadSixtyFiveAreAProblem) {
+  // The record is level 1; an extra field (ignored) nests 63 more, or 64.
+  const std::string deepest = R"({"timestamp": 0, "input_length": 5, "output_length": 2, )"
+                              R"("hash_ids": [0, 1], "extra": )" +
+                              Nested(63) + "}";
+  EXPECT_EQ(ParseText(deepest, Options(4)).size(), 1u);
+  const std::string deeper = R"({"timestamp": 0, "input_length": 5, "output_length": 2, )"
+                             R"("hash_ids": [0, 1], "extra": )" +
+                             Nested(64) + "}";
+  EXPECT_EQ(OnlyProblem(deeper),
+            "t.jsonl:1: extra: arrays and objects nested deeper than 64 levels (a record is a "
+            "flat JSON object)");
+}
+
+// A message quotes 40 characters of a bad value, written as dump() would, without dumping it
+// whole; a cut never splits a UTF-8 sequence.
+TEST(TraceReaderTest, BadValuesAreQuotedInShort) {
+  const std::string head =
+      R"({"timestamp": 0, "input_length": 5, "output_length": 2, "hash_ids": )";
+  EXPECT_EQ(OnlyProblem(head + "[" + Nested(60) + "]}"),
+            "t.jsonl:1: hash_ids[0]: must be a non-negative integer, got array " +
+                std::string(40, '[') + "...");
+  EXPECT_EQ(OnlyProblem(head + R"([{"a": 1, "b": [1, 2.5, null, true, "x\"y"]}]})"),
+            R"(t.jsonl:1: hash_ids[0]: must be a non-negative integer, got object )"
+            R"({"a":1,"b":[1,2.5,null,true,"x\"y"]})");
+  EXPECT_EQ(OnlyProblem(head + "[\"" + std::string(1'000'000, 'x') + "\"]}"),
+            "t.jsonl:1: hash_ids[0]: must be a non-negative integer, got string \"" +
+                std::string(39, 'x') + "...");
+  std::string accents;
+  for (int i = 0; i < 30; ++i) accents += "\xc3\xa9";  // 'é', two bytes each
+  // '"' and 19 accents fill 39 bytes; the 20th would straddle the 40-byte cut.
+  EXPECT_EQ(OnlyProblem(head + "[\"" + accents + "\"]}"),
+            "t.jsonl:1: hash_ids[0]: must be a non-negative integer, got string \"" +
+                accents.substr(0, 38) + "...");
+  EXPECT_EQ(OnlyProblem(head + R"([{"k": ")" + std::string(100, 'y') + R"("}]})"),
+            "t.jsonl:1: hash_ids[0]: must be a non-negative integer, got object {\"k\":\"" +
+                std::string(34, 'y') + "...");
+}
+
+// A stream whose reads fail (errno EIO) after its first line, as /proc/self/mem's do at once.
+class FailingBuffer : public std::streambuf {
+ public:
+  explicit FailingBuffer(std::string first) : first_(std::move(first)) {
+    setg(first_.data(), first_.data(), first_.data() + first_.size());
+  }
+
+ protected:
+  int_type underflow() override {
+    errno = EIO;
+    throw std::ios_base::failure("read failed");
+  }
+
+ private:
+  std::string first_;
+};
+
+// A failed read was taken for the end of the file: the records before it ran as the whole trace
+// (or, with none, "no records").
+TEST(TraceReaderTest, AFailedReadIsAProblemNotTheEnd) {
+  FailingBuffer buffer(kGood + "\n");
+  std::istream in(&buffer);
+  try {
+    (void)ParseMooncakeTrace(in, "t.jsonl", Options(4));
+    ADD_FAILURE() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "t.jsonl:1: cannot read the trace after this line: Input/output error");
+  }
+  if (!std::ifstream("/proc/self/mem")) GTEST_SKIP() << "/proc/self/mem cannot be opened here";
+  try {
+    (void)ReadMooncakeTrace("/proc/self/mem", Options(512));
+    ADD_FAILURE() << "expected InputError";
+  } catch (const InputError& e) {
+    EXPECT_EQ(std::string(e.what()), "/proc/self/mem: cannot read the trace: Input/output error");
+  }
 }
 
 }  // namespace
