@@ -360,9 +360,11 @@ int64_t Simulator::RewardStepNs(const BatchPlan& plan, const StepTiming& timing)
   return engine_.PriceDecodeOnly(decode_plan).value_or(timing.total_ns);
 }
 
-void Simulator::CompleteStep(const StepTiming& timing, int64_t scheduler_ns, int64_t reward_ns) {
+void Simulator::CompleteStep(const BatchPlan& plan, const StepTiming& timing,
+                             int64_t scheduler_ns, int64_t reward_ns) {
   StepRecord step;
   step.start_ns = now_ns_;
+  step.common_prefix_tokens = plan.common_prefix_tokens;
   step.step_ns = timing.total_ns;
   step.scheduler_ns = scheduler_ns;
   step.admitted = admitted_this_step_;
@@ -457,7 +459,7 @@ SimResult Simulator::Run(const std::function<void(const SimProgress&)>& progress
     now_ns_ += scheduler_ns;
     const BatchPlan plan = BuildPlan();
     const StepTiming timing = engine_.Execute(plan);
-    CompleteStep(timing, scheduler_ns, RewardStepNs(plan, timing));
+    CompleteStep(plan, timing, scheduler_ns, RewardStepNs(plan, timing));
     if (progress && records_.steps.size() % progress_every_steps == 0) {
       progress(SimProgress{now_ns_, records_.steps.size(), finished_, total});
     }

@@ -135,7 +135,10 @@ class Simulator {
   // Marks `id` rejected (it is not waiting in the selector, or has just been cancelled there).
   void Reject(const UnservableRequest& rejected);
   [[nodiscard]] BatchPlan BuildPlan();
-  void CompleteStep(const StepTiming& timing, int64_t scheduler_ns, int64_t reward_ns);
+  // Step 4 for the step `plan` described, after the engine ran it (the plan's spans still
+  // point at the scheduling state: nothing may change it before this returns).
+  void CompleteStep(const BatchPlan& plan, const StepTiming& timing, int64_t scheduler_ns,
+                    int64_t reward_ns);
   // The step's time for the stop policy's reward (see the step structure above).
   [[nodiscard]] int64_t RewardStepNs(const BatchPlan& plan, const StepTiming& timing);
   void FinishRequest(RequestId id);

@@ -492,6 +492,22 @@ TEST(SimulatorTest, RewardTimeIsTheDecodeOnlyPriceWhenAsked) {
   }
 }
 
+// results.h5's /steps/common_prefix_tokens is the plan's: the loop completes a step with the plan
+// in hand (it was always 0 before).
+TEST(SimulatorTest, StepRecordsCarryThePlansCommonPrefix) {
+  const Workload w = MakeWorkload(16, 1, 256, 16, 6, 0);  // one group, all at t = 0
+  ConstantEngine engine;
+  const SimResult r = RunWith(SmallConfig(), w, "fcfs", "always", &engine);
+  ExpectConservation(r, w);
+  uint32_t recorded_max = 0;
+  for (const StepRecord& step : r.records.steps) {
+    recorded_max = std::max(recorded_max, step.common_prefix_tokens);
+    EXPECT_EQ(step.common_prefix_tokens % SmallConfig().block_tokens, 0u);
+  }
+  EXPECT_GE(recorded_max, 256u);
+  EXPECT_GE(recorded_max, engine.max_common_prefix);
+}
+
 // The CLI polls SIGINT/SIGTERM in the progress callback: by default it runs after every step,
 // so a run whose steps cost seconds of scheduler CPU still stops within one step.
 TEST(SimulatorTest, ProgressIsReportedAfterEveryStepByDefault) {
