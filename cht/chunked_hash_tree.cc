@@ -5,7 +5,7 @@
 #include <functional>
 #include <iterator>
 
-#include "cht/check.h"
+#include "base/check.h"
 
 namespace feather {
 namespace {

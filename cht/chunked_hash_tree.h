@@ -41,9 +41,9 @@
 #include <span>
 #include <vector>
 
-#include "cht/flat_hash_map.h"
+#include "base/flat_hash_map.h"
 #include "cht/prefix_hash.h"
-#include "cht/types.h"
+#include "base/types.h"
 
 namespace feather {
 

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <thread>
 
-#include "cht/check.h"
+#include "base/check.h"
 
 namespace feather {
 namespace {

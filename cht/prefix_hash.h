@@ -16,7 +16,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cht/types.h"
+#include "base/types.h"
 
 namespace feather {
 

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "cht/chunked_hash_tree.h"
-#include "cht/types.h"
+#include "base/types.h"
 
 namespace feather {
 

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "cht/check.h"
+#include "base/check.h"
 #include "cht/chunked_hash_tree.h"
 #include "hw/host_info.h"
-#include "sim/rng.h"
+#include "base/rng.h"
 
 namespace feather {
 namespace {

@@ -29,6 +29,7 @@
 #include <utility>
 #include <vector>
 
+#include "base/cpus.h"
 #include "cli/atomic_file.h"
 #include "cli/interrupt.h"
 #include "cli/sweep_spec.h"
@@ -52,17 +53,6 @@ std::string SelfExe() {
   const fs::path exe = fs::read_symlink("/proc/self/exe", error);
   if (error) throw std::runtime_error("cannot find the feather executable (/proc/self/exe)");
   return exe.string();
-}
-
-uint32_t UsableCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
-    const int count = CPU_COUNT(&set);
-    if (count > 0) return static_cast<uint32_t>(count);
-  }
-  const unsigned hw = std::thread::hardware_concurrency();
-  return hw == 0 ? 1u : hw;
 }
 
 std::string ReadFileText(const fs::path& path) {

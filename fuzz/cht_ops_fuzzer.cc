@@ -19,7 +19,7 @@
 #include <cstdlib>
 #include <vector>
 
-#include "cht/check.h"
+#include "base/check.h"
 #include "cht/chunked_hash_tree.h"
 #include "cht/prefix_hash.h"
 #include "cht/reference_cht.h"

@@ -14,7 +14,7 @@
 #include <string>
 #include <string_view>
 
-#include "cht/check.h"
+#include "base/check.h"
 #include "sim/device_profile.h"
 #include "sim/embedded_files.h"
 #include "sim/input_error.h"

@@ -24,7 +24,7 @@
 #include <set>
 #include <vector>
 
-#include "cht/check.h"
+#include "base/check.h"
 #include "policies/radix_cache.h"
 
 namespace feather {

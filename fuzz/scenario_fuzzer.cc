@@ -11,7 +11,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cht/check.h"
+#include "base/check.h"
 #include "sim/input_error.h"
 #include "sim/scenario.h"
 #include "sim/workload.h"

@@ -15,7 +15,7 @@
 #include <sstream>
 #include <string>
 
-#include "cht/check.h"
+#include "base/check.h"
 #include "sim/input_error.h"
 #include "sim/trace_reader.h"
 #include "sim/workload.h"

@@ -24,7 +24,6 @@
 // switch), as total − Σ others.
 #include "hw/cpu_engine.h"
 
-#include <sched.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -42,7 +41,9 @@
 #include <xmmintrin.h>
 #endif
 
-#include "cht/check.h"
+#include "base/check.h"
+#include "base/cpus.h"
+#include "base/splitmix64.h"
 #include "hw/cascade_attention.h"
 #include "hw/decode_attention.h"
 #include "hw/prefill_attention.h"
@@ -62,23 +63,9 @@ int64_t NowNs() {
       .count();
 }
 
-uint64_t SplitMix64(uint64_t x) {
-  x += 0x9e3779b97f4a7c15ULL;
-  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
-  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
-  return x ^ (x >> 31);
-}
-
 // The token at `position` of request `id`: a cheap hash, so the embedding is a real row gather.
 uint32_t TokenOf(RequestId id, uint32_t position, uint32_t vocab) {
-  return static_cast<uint32_t>(SplitMix64((uint64_t{id} << 32) | position) % vocab);
-}
-
-int UsableCpus() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof set, &set) != 0) return 1;
-  return std::max(1, CPU_COUNT(&set));
+  return static_cast<uint32_t>(SplitMix64Hash((uint64_t{id} << 32) | position) % vocab);
 }
 
 size_t PhysicalMemoryBytes() {
@@ -131,11 +118,11 @@ class AlignedArray {
 // Fills p[0, n) with uniform values in ±bound from a counter-based hash (thread-count
 // independent), in parallel; the writes are also the first touch of the pages.
 void FillUniform(float* p, size_t n, float bound, uint64_t seed, uint64_t tag, int threads) {
-  const uint64_t key = SplitMix64(seed ^ SplitMix64(tag));
+  const uint64_t key = SplitMix64Hash(seed ^ SplitMix64Hash(tag));
   const auto count = static_cast<int64_t>(n);
 #pragma omp parallel for num_threads(threads) schedule(static) if (n > kParallelMinElems)
   for (int64_t i = 0; i < count; ++i) {
-    const uint64_t bits = SplitMix64(key + static_cast<uint64_t>(i));
+    const uint64_t bits = SplitMix64Hash(key + static_cast<uint64_t>(i));
     const float unit = static_cast<float>(bits >> 40) * 0x1.0p-24F;  // [0, 1)
     p[i] = (2.0F * unit - 1.0F) * bound;
   }
@@ -500,7 +487,7 @@ CpuEngine::CpuEngine(const ModelConfig& model, uint64_t kv_cache_blocks, uint32_
 
   s.model = model;
   s.options = options;
-  s.threads = options.num_threads > 0 ? options.num_threads : UsableCpus();
+  s.threads = options.num_threads > 0 ? options.num_threads : static_cast<int>(UsableCpus());
   s.layout = PagedKvLayout{.num_blocks = static_cast<uint32_t>(kv_cache_blocks),
                            .kv_heads = model.kv_heads,
                            .block_tokens = block_tokens,

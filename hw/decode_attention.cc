@@ -10,7 +10,7 @@
 #include <limits>
 #include <vector>
 
-#include "cht/check.h"
+#include "base/check.h"
 #include "hw/attention_internal.h"
 
 namespace feather::hw {

@@ -18,7 +18,7 @@
 #include <atomic>
 #include <cstddef>
 
-#include "cht/check.h"
+#include "base/check.h"
 
 namespace feather::hw {
 namespace internal {

@@ -1,6 +1,5 @@
 #include "hw/host_info.h"
 
-#include <sched.h>
 #include <sys/resource.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -13,6 +12,7 @@
 #include <limits>
 #include <system_error>
 
+#include "base/cpus.h"
 #include "feather_git_rev.h"  // FEATHER_GIT_REV, written at build time (cmake/GitRevision.cmake)
 
 // Build provenance, passed by hw/CMakeLists.txt; defaults keep the file compilable elsewhere.
@@ -100,14 +100,6 @@ std::string Hostname() {
   return {buffer.data()};
 }
 
-unsigned UsableCpus(unsigned fallback) {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) != 0) return fallback;
-  const int count = CPU_COUNT(&set);
-  return count > 0 ? static_cast<unsigned>(count) : fallback;
-}
-
 size_t PageSizeBytes() {
   const auto page = sysconf(_SC_PAGESIZE);
   return page > 0 ? static_cast<size_t>(page) : 4096;
@@ -178,7 +170,7 @@ HostInfo ReadHostInfo() {
   info.cpu_model = CpuModel();
   const auto online = sysconf(_SC_NPROCESSORS_ONLN);
   info.logical_cpus = online > 0 ? static_cast<unsigned>(online) : 0;
-  info.usable_cpus = UsableCpus(info.logical_cpus);
+  info.usable_cpus = UsableCpus();
   info.caches = ReadCacheSizes(kCpu0CacheDir);
   const auto pages = sysconf(_SC_PHYS_PAGES);
   info.memory_bytes = pages > 0 ? static_cast<size_t>(pages) * PageSizeBytes() : 0;

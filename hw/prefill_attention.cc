@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "cht/check.h"
+#include "base/check.h"
 #include "hw/attention_internal.h"
 
 namespace feather::hw {

@@ -6,8 +6,6 @@
 // pages: fewer TLB misses in the timed loops and fewer, cheaper page faults at setup.
 #include "hw/probes.h"
 
-#include <omp.h>
-#include <sched.h>
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -16,6 +14,8 @@
 #include <cstdlib>
 #include <memory>
 #include <new>
+
+#include "base/cpus.h"
 
 namespace feather::hw {
 namespace {
@@ -188,12 +188,7 @@ void OpenMpStep(float* x, size_t count, int num_threads) {
   for (ptrdiff_t i = 0; i < n; ++i) x[i] = 0.5F * x[i] + 1.0F;
 }
 
-int UsableThreads() {
-  cpu_set_t set;
-  CPU_ZERO(&set);
-  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
-  return std::max(1, omp_get_num_procs());
-}
+int UsableThreads() { return static_cast<int>(UsableCpus()); }
 
 Spread SpreadOf(std::vector<double> values) {
   if (values.empty()) return {};

@@ -12,7 +12,7 @@
 #include <unordered_set>
 #include <utility>
 
-#include "sim/rng.h"
+#include "base/rng.h"
 
 namespace feather::hw {
 namespace {

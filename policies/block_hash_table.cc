@@ -3,7 +3,7 @@
 
 #include <xxhash.h>
 
-#include "cht/check.h"
+#include "base/check.h"
 
 namespace feather {
 

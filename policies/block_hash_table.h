@@ -30,8 +30,8 @@
 #include <span>
 #include <vector>
 
-#include "cht/flat_hash_map.h"
-#include "cht/types.h"
+#include "base/flat_hash_map.h"
+#include "base/types.h"
 
 namespace feather {
 

@@ -44,7 +44,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cht/flat_hash_map.h"
+#include "base/flat_hash_map.h"
 #include "policies/block_hash_table.h"
 #include "policies/selector.h"
 

@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "cht/check.h"
+#include "base/check.h"
 
 namespace feather {
 

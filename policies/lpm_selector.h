@@ -29,7 +29,7 @@
 #include <string_view>
 #include <vector>
 
-#include "cht/types.h"
+#include "base/types.h"
 #include "policies/radix_cache.h"
 #include "policies/selector.h"
 

@@ -13,8 +13,7 @@
 // Without a prefix signal (every selector but the CHT) the observation is Δ = 0 and
 // w = the number of waiting requests.
 //
-// Complexity: Observe, Discretize, StateIndex, CellIndex, StepRewardTokensPerS, SplitMix64::Next
-// are O(1) and allocation-free; the tables are fixed-size arrays (2,662 cells each).
+// Complexity: Observe, Discretize, StateIndex, CellIndex, StepRewardTokensPerS are O(1) and allocation-free; the tables are fixed-size arrays (2,662 cells each).
 #pragma once
 
 #include <algorithm>
@@ -24,6 +23,7 @@
 #include <optional>
 #include <string_view>
 
+#include "base/splitmix64.h"  // the policies' generator (SplitMix64), re-exported here
 #include "policies/stop_policy.h"
 
 namespace feather {
@@ -139,20 +139,6 @@ struct QTables {
   std::array<double, kNumCells> q{};
   std::array<uint64_t, kNumCells> visits{};
   uint64_t decisions = 0;
-};
-
-// SplitMix64 (Steele, Lea, Flood 2014): a tiny deterministic generator so that policies do not
-// depend on sim/ and never use std:: distributions (whose output differs between libraries).
-struct SplitMix64 {
-  uint64_t state = 0;
-  [[nodiscard]] uint64_t Next() {
-    uint64_t z = (state += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
-  // Uniform in [0, 1) with 53 random bits.
-  [[nodiscard]] double NextUnit() { return static_cast<double>(Next() >> 11) * 0x1.0p-53; }
 };
 
 }  // namespace feather

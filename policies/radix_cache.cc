@@ -5,7 +5,7 @@
 #include <cstring>
 #include <limits>
 
-#include "cht/check.h"
+#include "base/check.h"
 
 namespace feather {
 namespace {

@@ -14,7 +14,7 @@
 #include <span>
 #include <string_view>
 
-#include "cht/types.h"
+#include "base/types.h"
 
 namespace feather {
 

@@ -9,7 +9,7 @@
 
 #include <algorithm>
 
-#include "cht/check.h"
+#include "base/check.h"
 
 namespace feather {
 namespace {

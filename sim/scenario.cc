@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "cht/types.h"
+#include "base/types.h"
 #include "policies/selector.h"
 #include "sim/embedded_files.h"
 #include "sim/input_error.h"

@@ -8,7 +8,7 @@
 #include <string>
 #include <type_traits>
 
-#include "cht/check.h"
+#include "base/check.h"
 #include "policies/block_hash_table.h"
 
 namespace feather {

@@ -1,7 +1,7 @@
 // synthetic_prompts.cc: builds prompt sets with a known sharing tree (see the header).
 #include "sim/synthetic_prompts.h"
 
-#include "sim/rng.h"
+#include "base/rng.h"
 
 namespace feather {
 namespace {

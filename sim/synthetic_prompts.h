@@ -11,7 +11,7 @@
 #include <span>
 #include <vector>
 
-#include "cht/types.h"
+#include "base/types.h"
 
 namespace feather {
 

@@ -14,9 +14,9 @@
 #include <stdexcept>
 #include <string>
 
-#include "cht/flat_hash_map.h"
+#include "base/flat_hash_map.h"
 #include "policies/selector.h"
-#include "sim/rng.h"
+#include "base/rng.h"
 #include "sim/trace_reader.h"
 
 namespace feather {

@@ -8,8 +8,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "cht/types.h"
-#include "sim/rng.h"
+#include "base/types.h"
+#include "base/rng.h"
 
 namespace feather::testing {
 

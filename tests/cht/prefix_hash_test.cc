@@ -9,7 +9,7 @@
 
 #include <vector>
 
-#include "sim/rng.h"
+#include "base/rng.h"
 
 namespace feather {
 namespace {

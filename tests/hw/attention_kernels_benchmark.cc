@@ -42,7 +42,7 @@
 #include "hw/decode_attention.h"
 #include "hw/paged_kv.h"
 #include "hw/prefill_attention.h"
-#include "sim/rng.h"
+#include "base/rng.h"
 
 namespace feather::hw {
 namespace {

@@ -26,7 +26,7 @@
 #include "hw/decode_attention.h"
 #include "hw/paged_kv.h"
 #include "hw/prefill_attention.h"
-#include "sim/rng.h"
+#include "base/rng.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>

@@ -7,7 +7,7 @@
 #include <algorithm>
 #include <vector>
 
-#include "sim/rng.h"
+#include "base/rng.h"
 #include "sim/synthetic_prompts.h"
 
 namespace feather {

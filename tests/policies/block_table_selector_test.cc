@@ -12,7 +12,7 @@
 #include <optional>
 #include <vector>
 
-#include "sim/rng.h"
+#include "base/rng.h"
 #include "sim/synthetic_prompts.h"
 
 namespace feather {

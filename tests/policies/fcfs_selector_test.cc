@@ -6,7 +6,7 @@
 #include <deque>
 #include <vector>
 
-#include "sim/rng.h"
+#include "base/rng.h"
 
 namespace feather {
 namespace {

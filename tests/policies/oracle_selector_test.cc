@@ -8,7 +8,7 @@
 #include <optional>
 #include <vector>
 
-#include "sim/rng.h"
+#include "base/rng.h"
 
 namespace feather {
 namespace {

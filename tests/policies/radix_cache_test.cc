@@ -12,8 +12,8 @@
 #include <new>
 #include <vector>
 
-#include "cht/check.h"
-#include "sim/rng.h"
+#include "base/check.h"
+#include "base/rng.h"
 #include "sim/synthetic_prompts.h"
 
 // Counts heap allocations so a test can assert that steady-state matching allocates nothing.

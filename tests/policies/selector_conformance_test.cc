@@ -11,7 +11,7 @@
 #include <string>
 
 #include "policies/selector_factory.h"
-#include "sim/rng.h"
+#include "base/rng.h"
 #include "sim/synthetic_prompts.h"
 
 namespace feather {

@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "policies/block_hash_table.h"
-#include "sim/rng.h"
+#include "base/rng.h"
 #include "sim/synthetic_prompts.h"
 
 namespace feather {

@@ -24,7 +24,7 @@
 #include <vector>
 
 #include "sim/hdf5_table.h"
-#include "sim/rng.h"
+#include "base/rng.h"
 
 namespace feather {
 namespace {

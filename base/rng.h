@@ -7,12 +7,15 @@
 
 #include <cstdint>
 
+#include "base/splitmix64.h"
+
 namespace feather {
 
 class Rng {
  public:
   explicit Rng(uint64_t seed) {
-    for (uint64_t& word : state_) word = SplitMix64(seed);
+    SplitMix64 seeder{seed};
+    for (uint64_t& word : state_) word = seeder.Next();
   }
 
   // Uniform 64-bit value (xoshiro256**).
@@ -45,12 +48,6 @@ class Rng {
 
  private:
   static uint64_t RotateLeft(uint64_t x, int k) { return (x << k) | (x >> (64 - k)); }
-  static uint64_t SplitMix64(uint64_t& x) {
-    uint64_t z = (x += 0x9e3779b97f4a7c15ULL);
-    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
-    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
-    return z ^ (z >> 31);
-  }
   uint64_t state_[4];
 };
 
