@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "calib/fit.h"
+#include "calib/rows_csv.h"
 #include "cli/atomic_file.h"
 #include "cli/interrupt.h"
 #include "hw/attention_internal.h"
@@ -250,31 +251,6 @@ DeviceProfile BaseProfile(const Probes& probes, const HostInfo& host, int thread
   return profile;
 }
 
-std::string RowsCsv(const std::vector<GridPoint>& grid, const std::vector<MeasuredStep>& rows,
-                    const DeviceProfile& fitted, const ModelConfig& model, uint32_t holdout) {
-  std::ostringstream csv;
-  csv << "label,holdout,requests,decode_requests,prefill_requests,new_tokens,sampled_tokens,"
-         "cascade_prefix_tokens,decode_kv_tokens,decode_kv_unique_tokens,prefill_pairs,"
-         "prefill_kv_tokens";
-  for (size_t t = 0; t < kNumStepTerms; ++t) {
-    csv << ",measured_" << StepTermName(static_cast<StepTerm>(t)) << "_ns";
-  }
-  csv << ",measured_total_ns,predicted_total_ns\n";
-  const StepPricer pricer(fitted, model);
-  csv << std::setprecision(17);
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const StepShape& s = rows[i].shape;
-    csv << '"' << grid[i].label << "\"," << (calib::IsHoldoutRow(i, holdout) ? 1 : 0) << ','
-        << s.requests << ',' << s.decode_requests << ',' << s.prefill_requests << ','
-        << s.new_tokens << ',' << s.sampled_tokens << ',' << s.cascade_prefix_tokens << ','
-        << s.decode_kv_tokens << ',' << s.decode_kv_unique_tokens << ',' << s.prefill_pairs << ','
-        << s.prefill_kv_tokens;
-    for (const int64_t ns : rows[i].measured.term_ns) csv << ',' << ns;
-    csv << ',' << rows[i].measured.total_ns << ',' << pricer.Price(s).total_ns << '\n';
-  }
-  return csv.str();
-}
-
 std::string IsaName() {
   return hw::attention_internal::ActiveAttentionIsa() == hw::attention_internal::AttentionIsa::kAvx2 ? "avx2+fma" : "scalar";
 }
@@ -329,7 +305,10 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
   const fs::path rows_path =
       profile_path.parent_path() / (profile_path.stem().string() + "-rows.csv");
   if (profile_path.has_parent_path()) fs::create_directories(profile_path.parent_path());
-  WriteFileAtomically(rows_path, RowsCsv(grid, rows, fit.profile, model, fit_options.holdout_every));
+  std::vector<std::string> labels;
+  for (const GridPoint& point : grid) labels.push_back(point.label);
+  WriteFileAtomically(rows_path, calib::RowsToCsv(labels, rows, StepPricer(fit.profile, model),
+                                                  fit_options.holdout_every));
   WriteFileAtomically(profile_path, DeviceProfileToYaml(fit.profile));
 
   const double seconds =
@@ -343,9 +322,78 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
   return 0;
 }
 
+// `--refit ROWS...`: the fit of a live calibration on stored rows (calib/rows_csv.h), with the
+// peaks, capacity and provenance of a base profile (the one written beside the first rows file
+// unless --base names another).
+int Refit(const CalibrateCommandOptions& options, std::ostream& out) {
+  const auto started = std::chrono::steady_clock::now();
+  if (options.out_path.empty()) {
+    throw std::invalid_argument("--refit needs --out PROFILE.yaml (the refitted profile)");
+  }
+  std::string base_path = options.base_profile;
+  if (base_path.empty()) {
+    const fs::path first(options.refit_rows.front());
+    std::string stem = first.stem().string();
+    const std::string suffix = "-rows";
+    if (stem.size() > suffix.size() && stem.ends_with(suffix)) {
+      stem.resize(stem.size() - suffix.size());
+      base_path = (first.parent_path() / (stem + ".yaml")).string();
+    }
+    if (base_path.empty() || !fs::exists(base_path)) {
+      throw std::invalid_argument(
+          "--refit: no profile beside " + first.string() + " (expected " +
+          (base_path.empty() ? std::string("<name>.yaml for <name>-rows.csv") : base_path) +
+          "); name the profile whose peaks to keep with --base PROFILE.yaml");
+    }
+  }
+  const ResolvedText base_text = ReadNamedFile(base_path, "results/profiles", "--base");
+  const DeviceProfile base = ParseDeviceProfile(base_text.text, base_text.display_name);
+  const ResolvedText model_text = ReadNamedFile(options.model, "scenarios/models", "model");
+  const ModelConfig model = ParseModelConfig(model_text.text, model_text.display_name);
+
+  std::vector<std::string> labels;
+  std::vector<MeasuredStep> rows;
+  std::string rows_label;
+  for (const std::string& path : options.refit_rows) {
+    for (calib::LabeledRow& row : calib::LoadRowsCsv(path)) {
+      labels.push_back(std::move(row.label));
+      rows.push_back(row.step);
+    }
+    rows_label += (rows_label.empty() ? "" : " + ") + fs::path(path).filename().string();
+  }
+  calib::FitOptions fit_options;
+  fit_options.rows_label = rows_label + " (refit, base " + base_text.display_name + ")";
+  const calib::CalibrationFit fit = FitProfile(base, model, rows, fit_options);
+
+  const fs::path profile_path(options.out_path);
+  const fs::path rows_path =
+      profile_path.parent_path() / (profile_path.stem().string() + "-rows.csv");
+  for (const std::string& input : options.refit_rows) {
+    std::error_code error;
+    if (fs::equivalent(input, rows_path, error) || fs::equivalent(input, profile_path, error)) {
+      throw std::invalid_argument("--out " + options.out_path + " would overwrite the rows " +
+                                  input + " it reads; choose another --out");
+    }
+  }
+  if (profile_path.has_parent_path()) fs::create_directories(profile_path.parent_path());
+  WriteFileAtomically(rows_path, calib::RowsToCsv(labels, rows, StepPricer(fit.profile, model),
+                                                  fit_options.holdout_every));
+  WriteFileAtomically(profile_path, DeviceProfileToYaml(fit.profile));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  out << calib::FormatFitReport(fit);
+  out << std::fixed << std::setprecision(4) << "step time MAPE: fit " << fit.fit_mape
+      << ", holdout " << fit.holdout_mape.value_or(0) << " (" << fit.holdout_rows
+      << " held-out rows)\n"
+      << "refitted " << rows.size() << " rows; wrote " << profile_path.string() << " and "
+      << rows_path.string() << " in " << std::setprecision(2) << seconds << " s\n";
+  return 0;
+}
+
 }  // namespace
 
 int CalibrateCommand(const CalibrateCommandOptions& options, std::ostream& out) {
+  if (!options.refit_rows.empty()) return Refit(options, out);
   if (options.target == "cuda") {
     throw std::invalid_argument(
         "--target cuda: the CUDA engine and its calibration are not built yet (issue 7)");

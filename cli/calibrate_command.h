@@ -14,13 +14,21 @@
 //    with the probes); full mode the whole grid (≤ 30 minutes).
 // 3. Fit (calib/fit.h): every term on its own measured time; every 5th row held out.
 // Writes PROFILE.yaml (default out/calibrate/cpu.yaml; `source: measured` per fitted field,
-// `measured_on` and `fit` sections) and PROFILE's rows beside it (PROFILE-rows.csv: one row per
-// step: shape, measured terms, predicted total), both atomically. `--target cuda` is issue 7.
+// `measured_on` and `fit` sections) and PROFILE's rows beside it (PROFILE-rows.csv, format in
+// calib/rows_csv.h: one row per step: shape, measured terms, predicted total), both atomically.
+// `--target cuda` is refused until the GPU target exists.
+//
+//   feather calibrate --refit ROWS.csv... --out PROFILE.yaml [--base BASE.yaml] [--model M]
+//
+// Step 3 alone, on stored rows: the same fit and hold-out split (by row position over the files
+// in order) with BASE's peaks, capacity and measured_on; writes PROFILE.yaml and
+// PROFILE-rows.csv. Nothing is measured, so it runs anywhere in well under a second.
 #pragma once
 
 #include <cstdint>
 #include <iosfwd>
 #include <string>
+#include <vector>
 
 namespace feather {
 
@@ -30,6 +38,11 @@ struct CalibrateCommandOptions {
   std::string out_path;              // empty: out/calibrate/<target>[-quick].yaml
   std::string model = "cpu-small";   // a built-in model name or a model file
   int threads = 0;                   // 0: every CPU this process may use
+  // --refit ROWS...: fit stored rows (calib/rows_csv.h) instead of measuring; the peaks and
+  // provenance come from --base (default: the profile beside the first rows file, X.yaml for
+  // X-rows.csv). Needs --out.
+  std::vector<std::string> refit_rows;
+  std::string base_profile;
 };
 
 // Returns the exit code; throws InputError / std::invalid_argument for bad options.

@@ -377,8 +377,18 @@ int Main(int argc, char** argv) {
   CalibrateCommandOptions calibrate_options;
   CLI::App* calibrate = app.add_subcommand(
       "calibrate", "Measure this machine's kernels and fit a cost-model profile");
-  calibrate->add_option("--target", calibrate_options.target, "cpu (cuda: issue 7)")
-      ->required();
+  CLI::Option* target_option =
+      calibrate->add_option("--target", calibrate_options.target, "cpu (cuda: not built yet)");
+  CLI::Option* refit_option =
+      calibrate->add_option("--refit", calibrate_options.refit_rows,
+                            "Fit stored rows (PROFILE-rows.csv files) instead of measuring")
+          ->check(CLI::ExistingFile)
+          ->expected(1, -1);
+  target_option->excludes(refit_option);
+  calibrate->add_option("--base", calibrate_options.base_profile,
+                        "With --refit: the profile whose peaks and provenance to keep (default: "
+                        "X.yaml beside X-rows.csv)")
+      ->needs(refit_option);
   calibrate->add_flag("--quick", calibrate_options.quick,
                       "A smaller grid and shorter probes (about 3 minutes; for CI)");
   calibrate->add_option("--out", calibrate_options.out_path,
@@ -427,7 +437,14 @@ int Main(int argc, char** argv) {
   if (plot->parsed()) return PlotCommand(plot_options, std::cout);
   if (trace_stats->parsed()) return TraceStatsCommand(trace_stats_options, std::cout);
   if (pretrain->parsed()) return PretrainCommand(pretrain_options, std::cout);
-  if (calibrate->parsed()) return CalibrateCommand(calibrate_options, std::cout);
+  if (calibrate->parsed()) {
+    if (target_option->count() == 0 && calibrate_options.refit_rows.empty()) {
+      std::cerr << "feather calibrate: --target cpu (measure this machine) or --refit ROWS... "
+                   "(fit stored rows) is required\n";
+      return kExitUsage;
+    }
+    return CalibrateCommand(calibrate_options, std::cout);
+  }
   if (validate->parsed()) return ValidateCommand(validate_options, std::cout);
   if (info->parsed()) return RunInfo(info_json);
   if (version->parsed()) return RunVersion();

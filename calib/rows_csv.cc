@@ -1,0 +1,220 @@
+// rows_csv.cc: calibration rows to and from CSV (see rows_csv.h).
+#include "calib/rows_csv.h"
+
+#include <array>
+#include <charconv>
+#include <cmath>
+#include <iomanip>
+#include <limits>
+#include <optional>
+#include <sstream>
+
+#include "calib/fit.h"
+#include "sim/input_error.h"
+#include "sim/yaml_map_reader.h"  // ReadTextFile
+
+namespace feather::calib {
+namespace {
+
+// The StepShape columns, in file order, with the member each one fills.
+struct ShapeColumn {
+  std::string_view name;
+  double StepShape::*member;
+};
+constexpr std::array<ShapeColumn, 10> kShapeColumns = {{
+    {"requests", &StepShape::requests},
+    {"decode_requests", &StepShape::decode_requests},
+    {"prefill_requests", &StepShape::prefill_requests},
+    {"new_tokens", &StepShape::new_tokens},
+    {"sampled_tokens", &StepShape::sampled_tokens},
+    {"cascade_prefix_tokens", &StepShape::cascade_prefix_tokens},
+    {"decode_kv_tokens", &StepShape::decode_kv_tokens},
+    {"decode_kv_unique_tokens", &StepShape::decode_kv_unique_tokens},
+    {"prefill_pairs", &StepShape::prefill_pairs},
+    {"prefill_kv_tokens", &StepShape::prefill_kv_tokens},
+}};
+
+std::string MeasuredColumn(size_t term) {
+  return "measured_" + std::string(StepTermName(static_cast<StepTerm>(term))) + "_ns";
+}
+
+// Splits one CSV line into cells: a cell in double quotes may hold commas and "" for a quote.
+// Returns nullopt for an unterminated quote.
+std::optional<std::vector<std::string>> SplitCells(std::string_view line) {
+  std::vector<std::string> cells(1);
+  bool quoted = false;
+  for (size_t i = 0; i < line.size(); ++i) {
+    const char c = line[i];
+    if (quoted) {
+      if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') {
+        cells.back() += '"';
+        ++i;
+      } else if (c == '"') {
+        quoted = false;
+      } else {
+        cells.back() += c;
+      }
+    } else if (c == '"') {
+      quoted = true;
+    } else if (c == ',') {
+      cells.emplace_back();
+    } else {
+      cells.back() += c;
+    }
+  }
+  if (quoted) return std::nullopt;
+  return cells;
+}
+
+std::string Quote(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"') out += '"';
+    out += c;
+  }
+  return out + "\"";
+}
+
+}  // namespace
+
+std::string RowsToCsv(std::span<const std::string> labels, std::span<const MeasuredStep> rows,
+                      const StepPricer& fitted, uint32_t holdout_every) {
+  std::ostringstream csv;
+  csv << "label,holdout";
+  for (const ShapeColumn& c : kShapeColumns) csv << ',' << c.name;
+  for (size_t t = 0; t < kNumStepTerms; ++t) csv << ',' << MeasuredColumn(t);
+  csv << ",measured_total_ns,predicted_total_ns\n";
+  csv << std::setprecision(17);
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const StepShape& s = rows[i].shape;
+    csv << Quote(i < labels.size() ? labels[i] : std::string()) << ','
+        << (IsHoldoutRow(i, holdout_every) ? 1 : 0);
+    for (const ShapeColumn& c : kShapeColumns) csv << ',' << s.*(c.member);
+    for (const int64_t ns : rows[i].measured.term_ns) csv << ',' << ns;
+    csv << ',' << rows[i].measured.total_ns << ',' << fitted.Price(s).total_ns << '\n';
+  }
+  return csv.str();
+}
+
+std::vector<LabeledRow> ParseRowsCsv(std::string_view text, const std::string& display_name) {
+  // The first kMaxShown problems are kept, the rest counted (a wrong file would drown the user).
+  constexpr size_t kMaxShown = 20;
+  std::vector<InputProblem> problems;
+  size_t more = 0;
+  auto problem = [&](uint32_t line, std::string column, std::string message) {
+    if (problems.size() < kMaxShown) {
+      problems.push_back({display_name, line, std::move(column), std::move(message)});
+    } else {
+      ++more;
+    }
+  };
+  auto throw_if_problems = [&] {
+    if (problems.empty()) return;
+    if (more > 0) {
+      problems.push_back({display_name, 0, "", std::to_string(more) + " more problems not shown"});
+    }
+    throw InputError(std::move(problems));
+  };
+  std::vector<std::string_view> lines;
+  for (size_t start = 0; start < text.size();) {
+    size_t end = text.find('\n', start);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(start, end - start);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    lines.push_back(line);
+    start = end + 1;
+  }
+  if (lines.empty()) throw InputError(display_name, 1, "", "empty: expected a header line");
+
+  // Header: every required column once; holdout and predicted_total_ns may be there.
+  const std::optional<std::vector<std::string>> header = SplitCells(lines[0]);
+  if (!header) throw InputError(display_name, 1, "", "unterminated quote in the header");
+  constexpr size_t kAbsent = std::numeric_limits<size_t>::max();
+  std::vector<std::string> required = {"label"};
+  for (const ShapeColumn& c : kShapeColumns) required.emplace_back(c.name);
+  for (size_t t = 0; t < kNumStepTerms; ++t) required.push_back(MeasuredColumn(t));
+  required.emplace_back("measured_total_ns");
+  std::vector<size_t> index(required.size(), kAbsent);
+  for (size_t col = 0; col < header->size(); ++col) {
+    const std::string& name = (*header)[col];
+    bool known = name == "holdout" || name == "predicted_total_ns";
+    for (size_t r = 0; r < required.size(); ++r) {
+      if (required[r] != name) continue;
+      known = true;
+      if (index[r] != kAbsent) problem(1, name, "column given twice");
+      index[r] = col;
+    }
+    if (!known) problem(1, name, "unknown column (rows_csv.h lists the columns)");
+  }
+  for (size_t r = 0; r < required.size(); ++r) {
+    if (index[r] == kAbsent) problem(1, required[r], "missing column");
+  }
+  throw_if_problems();
+
+  std::vector<LabeledRow> rows;
+  for (size_t n = 1; n < lines.size(); ++n) {
+    const auto line = static_cast<uint32_t>(n + 1);
+    if (lines[n].find_first_not_of(" \t") == std::string_view::npos) continue;
+    const std::optional<std::vector<std::string>> cells = SplitCells(lines[n]);
+    if (!cells) {
+      problem(line, "", "unterminated quote");
+      continue;
+    }
+    if (cells->size() != header->size()) {
+      problem(line, "", std::to_string(cells->size()) + " cells, the header has " +
+                            std::to_string(header->size()));
+      continue;
+    }
+    LabeledRow row;
+    row.label = (*cells)[index[0]];
+    auto number = [&](size_t r) -> std::optional<double> {
+      const std::string& cell = (*cells)[index[r]];
+      double value = 0;
+      const auto [end, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), value);
+      if (ec != std::errc() || end != cell.data() + cell.size() || !std::isfinite(value) ||
+          value < 0) {
+        problem(line, required[r], "expected a finite number >= 0, got '" + cell + "'");
+        return std::nullopt;
+      }
+      return value;
+    };
+    auto integer = [&](size_t r) -> std::optional<int64_t> {
+      const std::string& cell = (*cells)[index[r]];
+      int64_t value = 0;
+      const auto [end, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), value);
+      if (ec != std::errc() || end != cell.data() + cell.size() || value < 0) {
+        problem(line, required[r], "expected whole nanoseconds >= 0, got '" + cell + "'");
+        return std::nullopt;
+      }
+      return value;
+    };
+    bool ok = true;
+    for (size_t c = 0; c < kShapeColumns.size(); ++c) {
+      const std::optional<double> v = number(1 + c);
+      ok = ok && v.has_value();
+      if (v) row.step.shape.*(kShapeColumns[c].member) = *v;
+    }
+    for (size_t t = 0; t < kNumStepTerms; ++t) {
+      const std::optional<int64_t> v = integer(1 + kShapeColumns.size() + t);
+      ok = ok && v.has_value();
+      if (v) row.step.measured.term_ns[t] = *v;
+    }
+    const std::optional<int64_t> total = integer(required.size() - 1);
+    ok = ok && total.has_value();
+    if (!ok) continue;
+    row.step.measured.total_ns = *total;
+    row.step.measured.cascade_used = row.step.shape.cascade();
+    rows.push_back(std::move(row));
+  }
+  if (rows.empty() && problems.empty()) {
+    problem(static_cast<uint32_t>(lines.size()), "", "no rows after the header");
+  }
+  throw_if_problems();
+  return rows;
+}
+
+std::vector<LabeledRow> LoadRowsCsv(const std::string& path) {
+  return ParseRowsCsv(ReadTextFile(path, "calibration rows"), path);
+}
+
+}  // namespace feather::calib

@@ -1,0 +1,48 @@
+// rows_csv.h: calibration rows as CSV, the format `feather calibrate` writes beside a profile
+// (PROFILE-rows.csv) and `feather calibrate --refit ROWS...` reads back, so a profile can be
+// refitted (another hold-out, a model change, rows of several machines or runs) without
+// measuring again.
+//
+// One header line, then one row per measured step; columns (order free on reading, all present):
+//   label                     what was measured, quoted ("decode B=8 G=1 P=512 ...")
+//   holdout                   1 when the fit that wrote the file held the row out (informative;
+//                             a refit applies its own split by row position)
+//   requests, decode_requests, prefill_requests, new_tokens, sampled_tokens,
+//   cascade_prefix_tokens, decode_kv_tokens, decode_kv_unique_tokens, prefill_pairs,
+//   prefill_kv_tokens         the StepShape (sim/model_engine.h), finite and >= 0
+//   measured_<term>_ns        each StepTerm's measured wall-clock ns (StepTermName order), >= 0
+//   measured_total_ns         the step's measured total, >= 0
+//   predicted_total_ns        the writing profile's prediction (informative; ignored on reading)
+// Doubles are written with 17 significant digits, so a written shape reads back bit for bit.
+// Reading reports every bad cell as FILE:LINE: COLUMN: message (InputError, sim/input_error.h);
+// a missing, unknown or repeated column is a problem of line 1. O(size of the file).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "sim/model_engine.h"
+
+namespace feather::calib {
+
+struct LabeledRow {
+  std::string label;
+  MeasuredStep step;  // measured.cascade_used = shape.cascade()
+};
+
+// The CSV text of `rows`; predicted_total_ns priced by `fitted`, holdout by `holdout_every`
+// (see FitOptions). `labels` and `rows` have the same length.
+[[nodiscard]] std::string RowsToCsv(std::span<const std::string> labels,
+                                    std::span<const MeasuredStep> rows, const StepPricer& fitted,
+                                    uint32_t holdout_every);
+
+// Parses rows written by RowsToCsv; `display_name` names the file in messages.
+[[nodiscard]] std::vector<LabeledRow> ParseRowsCsv(std::string_view text,
+                                                   const std::string& display_name);
+// The same from a file (InputError when it cannot be read).
+[[nodiscard]] std::vector<LabeledRow> LoadRowsCsv(const std::string& path);
+
+}  // namespace feather::calib

@@ -1,0 +1,110 @@
+// rows_csv_test.cc: the calibration rows' CSV format: written and read back bit for bit, the
+// committed CPU rows refit to the committed profile's errors, and bad files named cell by cell.
+#include "calib/rows_csv.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "calib/fit.h"
+#include "sim/device_profile.h"
+#include "sim/input_error.h"
+#include "sim/model_config.h"
+
+namespace feather::calib {
+namespace {
+
+using ::testing::HasSubstr;
+
+const std::string kSource = FEATHER_SOURCE_DIR;
+
+TEST(RowsCsv, WrittenRowsReadBackBitForBit) {
+  const ModelConfig model = LoadModelConfig(kSource + "/scenarios/models/cpu-small.yaml");
+  const DeviceProfile profile = LoadDeviceProfile(kSource + "/results/profiles/cpu.yaml");
+  const std::vector<LabeledRow> committed =
+      LoadRowsCsv(kSource + "/results/profiles/cpu-rows.csv");
+  ASSERT_GT(committed.size(), 100u);
+  std::vector<std::string> labels;
+  std::vector<MeasuredStep> rows;
+  for (const LabeledRow& r : committed) {
+    labels.push_back(r.label);
+    rows.push_back(r.step);
+  }
+  rows[3].shape.prefill_pairs = 1.0 / 3.0;  // a value with no short decimal form
+  labels[0] = "a \"quoted\", label";
+  const std::string text = RowsToCsv(labels, rows, StepPricer(profile, model), 5);
+  const std::vector<LabeledRow> back = ParseRowsCsv(text, "rows.csv");
+  ASSERT_EQ(back.size(), rows.size());
+  for (size_t i = 0; i < rows.size(); ++i) {
+    EXPECT_EQ(back[i].label, labels[i]);
+    for (size_t f = 0; f < 10; ++f) {
+      EXPECT_EQ(reinterpret_cast<const double*>(&back[i].step.shape)[f],
+                reinterpret_cast<const double*>(&rows[i].shape)[f]);
+    }
+    EXPECT_EQ(back[i].step.measured.term_ns, rows[i].measured.term_ns);
+    EXPECT_EQ(back[i].step.measured.total_ns, rows[i].measured.total_ns);
+    EXPECT_EQ(back[i].step.measured.cascade_used, rows[i].shape.cascade());
+  }
+  EXPECT_EQ(RowsToCsv(labels, rows, StepPricer(profile, model), 5),
+            RowsToCsv(labels, rows, StepPricer(profile, model), 5));
+}
+
+// The refit of the committed rows on the committed profile reaches the errors the live
+// calibration recorded (same rows, same split; the fit starts from the fitted values, so the
+// optimum may move a little, never the error by much).
+TEST(RowsCsv, TheCommittedRowsRefitToTheCommittedErrors) {
+  const ModelConfig model = LoadModelConfig(kSource + "/scenarios/models/cpu-small.yaml");
+  const DeviceProfile profile = LoadDeviceProfile(kSource + "/results/profiles/cpu.yaml");
+  std::vector<MeasuredStep> rows;
+  for (const LabeledRow& r : LoadRowsCsv(kSource + "/results/profiles/cpu-rows.csv")) {
+    rows.push_back(r.step);
+  }
+  const CalibrationFit fit = FitProfile(profile, model, rows);
+  ASSERT_TRUE(profile.fit.has_value());
+  EXPECT_EQ(fit.fit_rows, profile.fit->fit_rows);
+  EXPECT_EQ(fit.holdout_rows, profile.fit->holdout_rows);
+  EXPECT_NEAR(fit.fit_mape, profile.fit->fit_mape, 0.005);
+  ASSERT_TRUE(fit.holdout_mape.has_value());
+  ASSERT_TRUE(profile.fit->holdout_mape.has_value());
+  EXPECT_NEAR(*fit.holdout_mape, *profile.fit->holdout_mape, 0.005);
+}
+
+TEST(RowsCsv, BadFilesNameLineAndColumn) {
+  const std::string header =
+      "label,holdout,requests,decode_requests,prefill_requests,new_tokens,sampled_tokens,"
+      "cascade_prefix_tokens,decode_kv_tokens,decode_kv_unique_tokens,prefill_pairs,"
+      "prefill_kv_tokens,measured_gemm_ns,measured_decode_attention_ns,measured_kv_reuse_ns,"
+      "measured_cascade_prefix_ns,measured_prefill_attention_ns,measured_overhead_ns,"
+      "measured_total_ns,predicted_total_ns\n";
+  const std::string good = "\"d\",0,1,1,0,1,1,0,72,72,0,0,10,20,0,0,0,5,35,30\n";
+  EXPECT_EQ(ParseRowsCsv(header + good, "r.csv").size(), 1u);
+  const auto error_of = [](const std::string& text) -> std::string {
+    try {
+      (void)ParseRowsCsv(text, "r.csv");
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_THAT(error_of(header + "\"d\",0,1,1,0,1,1,0,72,-72,0,0,10,20,0,0,0,5,35,30\n"),
+              HasSubstr("r.csv:2: decode_kv_unique_tokens: expected a finite number >= 0"));
+  EXPECT_THAT(error_of(header + good + "\"d\",0,1,1,0,1,1,0,72,72,0,0,10,2.5,0,0,0,5,35,30\n"),
+              HasSubstr("r.csv:3: measured_decode_attention_ns: expected whole nanoseconds"));
+  EXPECT_THAT(error_of(header + "\"d\",0,1\n"), HasSubstr("r.csv:2: 3 cells, the header has 20"));
+  EXPECT_THAT(error_of(header + "\"d,0,1\n"), HasSubstr("r.csv:2: unterminated quote"));
+  std::string renamed = header;
+  renamed.replace(renamed.find("new_tokens"), 10, "new_tokenz");
+  const std::string both = error_of(renamed + good);
+  EXPECT_THAT(both, HasSubstr("r.csv:1: new_tokenz: unknown column"));
+  EXPECT_THAT(both, HasSubstr("r.csv:1: new_tokens: missing column"));
+  EXPECT_THAT(error_of(header), HasSubstr("no rows after the header"));
+  EXPECT_THAT(error_of(""), HasSubstr("empty"));
+  std::string many = header;
+  for (int i = 0; i < 100; ++i) many += "\"d\",0,x,1,0,1,1,0,72,72,0,0,10,20,0,0,0,5,35,30\n";
+  EXPECT_THAT(error_of(many), HasSubstr("80 more problems not shown"));
+}
+
+}  // namespace
+}  // namespace feather::calib

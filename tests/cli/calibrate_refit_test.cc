@@ -1,0 +1,88 @@
+// calibrate_refit_test.cc: `feather calibrate --refit ROWS...` through the binary: the committed
+// CPU rows refit to a profile without measuring anything, its rows beside it read back the same
+// way, and the usage errors.
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <string>
+
+#include "calib/rows_csv.h"
+#include "sim/device_profile.h"
+#include "tests/cli/cli_test_support.h"
+
+namespace feather {
+namespace {
+
+namespace fs = std::filesystem;
+using ::testing::HasSubstr;
+using test::RunFeather;
+using test::RunResult;
+
+const std::string kRows = std::string(FEATHER_SOURCE_DIR) + "/results/profiles/cpu-rows.csv";
+
+class CalibrateRefitTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(::testing::TempDir()) /
+           ("feather_refit_" +
+            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+  fs::path dir_;
+};
+
+TEST_F(CalibrateRefitTest, CommittedRowsRefitIntoAProfileAndRowsThatReadBack) {
+  const fs::path out = dir_ / "refit.yaml";
+  const RunResult run = RunFeather({"calibrate", "--refit", kRows, "--out", out.string()});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("refitted 245 rows"));
+  const DeviceProfile profile = LoadDeviceProfile(out.string());
+  ASSERT_TRUE(profile.fit.has_value());
+  EXPECT_EQ(profile.fit->holdout_rows, 49u);
+  // The base's peaks and provenance are kept; the provenance names the refit.
+  const DeviceProfile base =
+      LoadDeviceProfile(std::string(FEATHER_SOURCE_DIR) + "/results/profiles/cpu.yaml");
+  EXPECT_EQ(profile.dram_bw_bytes_per_s, base.dram_bw_bytes_per_s);
+  EXPECT_EQ(profile.measured_on, base.measured_on);
+  ASSERT_FALSE(profile.provenance.empty());
+  EXPECT_THAT(profile.provenance.back(), HasSubstr("cpu-rows.csv (refit, base"));
+  EXPECT_EQ(calib::LoadRowsCsv((dir_ / "refit-rows.csv").string()).size(), 245u);
+}
+
+TEST_F(CalibrateRefitTest, UsageErrors) {
+  const RunResult no_out = RunFeather({"calibrate", "--refit", kRows});
+  EXPECT_EQ(no_out.exit_code, 2);
+  EXPECT_THAT(no_out.err, HasSubstr("--refit needs --out"));
+
+  const RunResult both = RunFeather({"calibrate", "--target", "cpu", "--refit", kRows});
+  EXPECT_EQ(both.exit_code, 2);
+
+  const RunResult neither = RunFeather({"calibrate"});
+  EXPECT_EQ(neither.exit_code, 2);
+  EXPECT_THAT(neither.err, HasSubstr("--target cpu"));
+
+  // Rows without a profile beside them need --base.
+  const fs::path alone = dir_ / "alone.csv";
+  fs::copy_file(kRows, alone);
+  const RunResult no_base =
+      RunFeather({"calibrate", "--refit", alone.string(), "--out", (dir_ / "p.yaml").string()});
+  EXPECT_EQ(no_base.exit_code, 2);
+  EXPECT_THAT(no_base.err, HasSubstr("--base PROFILE.yaml"));
+  const RunResult with_base = RunFeather({"calibrate", "--refit", alone.string(), "--base", "cpu",
+                                          "--out", (dir_ / "p.yaml").string()});
+  EXPECT_EQ(with_base.exit_code, 0) << with_base.err;
+
+  // --out may not overwrite the rows it reads.
+  const fs::path rows = dir_ / "p-rows.csv";
+  const RunResult clobber =
+      RunFeather({"calibrate", "--refit", rows.string(), "--base", "cpu", "--out",
+                  (dir_ / "p.yaml").string()});
+  EXPECT_EQ(clobber.exit_code, 2);
+  EXPECT_THAT(clobber.err, HasSubstr("would overwrite the rows"));
+}
+
+}  // namespace
+}  // namespace feather
