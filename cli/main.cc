@@ -417,6 +417,8 @@ int Main(int argc, char** argv) {
                        "Measured runs on the real engine; the metrics compare their mean")
       ->check(CLI::PositiveNumber);
   validate->add_flag("--json", validate_options.json, "Print validation.json instead of a table");
+  validate->add_flag("--allow-foreign-profile", validate_options.allow_foreign_profile,
+                     "Use a profile calibrated on another machine (refused otherwise)");
 
   CLI::App* info = app.add_subcommand("info", "Host and build provenance");
   info->add_flag("--json", info_json, "Print as JSON");

@@ -6,11 +6,13 @@
 #include <chrono>
 #include <cstdio>
 #include <iomanip>
+#include <optional>
 #include <ostream>
 #include <sstream>
 
 #include "cli/engines.h"
 #include "cli/interrupt.h"
+#include "hw/foreign_host.h"
 #include "hw/host_info.h"
 #include "policies/stop_policy_io.h"
 #include "sim/embedded_files.h"
@@ -28,6 +30,19 @@ Scenario LoadScenarioOrDefault(const std::string& path, const std::vector<std::s
   const std::optional<std::string_view> text = FindEmbeddedFile(kDefaultScenario);
   return LoadScenarioText(text.value_or(""), "<built-in>/" + std::string(kDefaultScenario), ".",
                           overrides);
+}
+
+// One line on stderr when the profile was calibrated on another machine (the static facts of
+// hw/foreign_host.h: CPU model, count, L3; `validate` also probes the bandwidth).
+void WarnIfForeignProfile(const PreparedRun& prepared) {
+  if (!prepared.profile.measured_on) return;
+  const std::optional<std::string> why = ForeignHostDifference(
+      IdentityOf(*prepared.profile.measured_on), IdentityOf(ReadHostInfo()));
+  if (!why) return;
+  std::fprintf(stderr,
+               "feather: warning: profile %s was %s; its step times describe that machine "
+               "(calibrate this one: feather calibrate --target cpu --out PROFILE.yaml)\n",
+               prepared.profile_file.c_str(), why->c_str());
 }
 
 // Provenance for summary.json: the build and the machine, without the date, so two runs of one
@@ -127,6 +142,7 @@ void PrintSummary(std::ostream& out, const RunSummary& s, const std::string& dir
 int RunScenario(const RunCommandOptions& options, std::ostream& out) {
   const Scenario scenario = LoadScenarioOrDefault(options.scenario_path, options.overrides);
   const PreparedRun prepared = PrepareRun(scenario);
+  WarnIfForeignProfile(prepared);
   const std::string dir = options.out_dir.empty() ? "out/" + scenario.name : options.out_dir;
   // A folder the outputs cannot go to is found now, not after the simulation.
   PrepareOutputDir(dir);

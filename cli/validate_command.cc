@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <ostream>
 #include <stdexcept>
 #include <string>
@@ -16,7 +17,10 @@
 #include "cli/atomic_file.h"
 #include "cli/engines.h"
 #include "cli/interrupt.h"
+#include "hw/foreign_host.h"
 #include "hw/host_info.h"
+#include "hw/probes.h"
+#include "sim/device_profile.h"
 #include "sim/model_engine.h"
 #include "sim/run_output.h"
 #include "sim/scenario.h"
@@ -131,6 +135,31 @@ RunSummary RunSide(const ValidateCommandOptions& options, const std::string& eng
   return result.summary;
 }
 
+// Whether --profile was measured on this machine (hw/foreign_host.h, with a DRAM read probe of
+// this host): "same host", "not recorded" (a spec profile), or the difference. A difference
+// refuses the validation unless --allow-foreign-profile: its errors would measure the other
+// machine, not the model.
+std::string CheckProfileHost(const ValidateCommandOptions& options) {
+  const ResolvedText text = ReadProfileFile(options.profile_path);
+  const DeviceProfile profile = ParseDeviceProfile(text.text, text.display_name);
+  if (!profile.measured_on) return "not recorded";
+  hw::BandwidthOptions bandwidth;
+  bandwidth.num_threads = static_cast<int>(profile.measured_on->threads);
+  const double read_bw = hw::MeasureReadBandwidth(bandwidth).bytes_per_s;
+  const std::optional<std::string> why = ForeignHostDifference(
+      IdentityOf(*profile.measured_on), IdentityOf(ReadHostInfo(), read_bw));
+  if (!why) return "same host";
+  if (!options.allow_foreign_profile) {
+    throw std::invalid_argument(
+        "--profile " + text.display_name + ": " + *why +
+        "; calibrate this machine first (feather calibrate --target cpu --out PROFILE.yaml) or "
+        "pass --allow-foreign-profile");
+  }
+  std::fprintf(stderr, "feather: warning: --profile %s: %s (allowed by --allow-foreign-profile)\n",
+               text.display_name.c_str(), why->c_str());
+  return "foreign: " + *why;
+}
+
 // One metric: the mean of the measured runs against the prediction, and each run's value with
 // their spread ((max − min) / mean), so an error can be read against the run-to-run noise.
 OrderedJson Compare(const std::vector<double>& measured_runs, double predicted) {
@@ -177,6 +206,7 @@ int Validate(const ValidateCommandOptions& options, std::ostream& out) {
   }
   RegisterBuiltinEngines();
   const Scenario probe = LoadScenarioFile(options.scenario_path, options.overrides);
+  const std::string host_check = CheckProfileHost(options);
   const std::string dir =
       options.out_dir.empty() ? "out/validate/" + probe.name : options.out_dir;
   fs::create_directories(dir);
@@ -203,6 +233,7 @@ int Validate(const ValidateCommandOptions& options, std::ostream& out) {
   validation["same_plans"] = same_plans.Report();
   validation["scenario"] = options.scenario_path;
   validation["profile"] = options.profile_path;
+  validation["profile_host_check"] = host_check;
   validation["overrides"] = options.overrides;
   validation["runs"] = {{"measured", measured_names}, {"predicted", "predicted"}};
   validation["provenance"] = ToJson(ReadHostInfo());

@@ -40,6 +40,9 @@ struct ValidateCommandOptions {
   std::string out_dir;
   int repeat = 1;  // measured runs on the real engine
   bool json = false;  // print validation.json instead of a table
+  // A profile measured on another machine (hw/foreign_host.h, with a read-bandwidth probe of
+  // this one) is refused unless this is set; then it is used and validation.json says so.
+  bool allow_foreign_profile = false;
 };
 
 // Returns the exit code. Throws InputError for bad input (the caller prints it).

@@ -163,6 +163,9 @@ void ReadMeasuredOn(MapReader& root, DeviceProfile& profile) {
   }
   reader.String("kernel_variant", m.kernel_variant, true);
   reader.Integer("threads", m.threads, 1, 1'000'000, true);
+  reader.Integer("usable_cpus", m.usable_cpus, 1, 1'000'000);
+  reader.Integer("l3_cache_bytes", m.l3_cache_bytes, 1, int64_t{1} << 50);
+  reader.Real("read_bw_bytes_per_s", m.read_bw_bytes_per_s, 0, 1e15, true);
   profile.measured_on = std::move(m);
 }
 
@@ -365,6 +368,13 @@ std::string DeviceProfileToYaml(const DeviceProfile& profile) {
     out += "    git_rev: " + Quote(m->build.git_rev) + "\n";
     out += "  kernel_variant: " + Quote(m->kernel_variant) + "\n";
     out += "  threads: " + std::to_string(m->threads) + "\n";
+    if (m->usable_cpus > 0) out += "  usable_cpus: " + std::to_string(m->usable_cpus) + "\n";
+    if (m->l3_cache_bytes > 0) {
+      out += "  l3_cache_bytes: " + std::to_string(m->l3_cache_bytes) + "\n";
+    }
+    if (m->read_bw_bytes_per_s > 0) {
+      out += "  read_bw_bytes_per_s: " + FormatNumber(m->read_bw_bytes_per_s) + "\n";
+    }
   }
   if (const std::optional<ProfileFit>& fit = profile.fit) {
     out += "fit:\n";

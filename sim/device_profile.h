@@ -43,6 +43,11 @@ struct ProfileMeasuredOn {
   } build;
   std::string kernel_variant;  // e.g. "avx2+fma, openmp 2 threads, gemm=blas"
   uint32_t threads = 1;        // threads the engine ran with (>= 1)
+  // The machine's identity beyond its CPU name, for telling a foreign host apart (two VMs of one
+  // family can differ 2x in bandwidth): 0 = not recorded (profiles written before 2026-11-24).
+  uint32_t usable_cpus = 0;          // CPUs of the calibrating process's affinity mask
+  uint64_t l3_cache_bytes = 0;       // last-level cache
+  double read_bw_bytes_per_s = 0;    // the host DRAM read probe (hw/probes.h) at calibration
   friend bool operator==(const ProfileMeasuredOn&, const ProfileMeasuredOn&) = default;
 };
 

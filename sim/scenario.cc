@@ -600,6 +600,17 @@ ResolvedText ReadNamedFile(const std::string& name_or_path, std::string_view emb
   return {ReadTextFile(name_or_path, "file", key), name_or_path};
 }
 
+ResolvedText ReadProfileFile(const std::string& name_or_path) {
+  if (IsShortName(name_or_path)) {
+    const std::string on_disk = "results/profiles/" + name_or_path + ".yaml";
+    std::error_code error;
+    if (fs::is_regular_file(on_disk, error)) {
+      return {ReadTextFile(on_disk, "file", "profile"), on_disk};
+    }
+  }
+  return ReadNamedFile(name_or_path, "results/profiles", "profile");
+}
+
 namespace {
 
 nlohmann::ordered_json LengthToJson(const LengthSpec& l) {

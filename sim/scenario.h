@@ -63,5 +63,11 @@ struct ResolvedText {
 };
 [[nodiscard]] ResolvedText ReadNamedFile(const std::string& name_or_path,
                                          std::string_view embedded_dir, std::string_view key);
+// A scenario's `profile`: as ReadNamedFile, except that a short name is looked up on disk first,
+// as results/profiles/<name>.yaml under the working directory, so a profile recalibrated in
+// place (`feather calibrate --out results/profiles/cpu.yaml`) wins over the copy built into the
+// binary. The display name says which was read ("results/profiles/cpu.yaml" or
+// "<built-in>/results/profiles/cpu.yaml"); summary.json echoes it as resolved.profile_file.
+[[nodiscard]] ResolvedText ReadProfileFile(const std::string& name_or_path);
 
 }  // namespace feather

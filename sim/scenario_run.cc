@@ -73,8 +73,9 @@ PreparedRun PrepareRun(const Scenario& scenario) {
   prepared.scenario = scenario;
   const ResolvedText model = ReadNamedFile(scenario.model, "scenarios/models", "model");
   prepared.model = ParseModelConfig(model.text, model.display_name);
-  const ResolvedText profile = ReadNamedFile(scenario.profile, "results/profiles", "profile");
+  const ResolvedText profile = ReadProfileFile(scenario.profile);
   prepared.profile = ParseDeviceProfile(profile.text, profile.display_name);
+  prepared.profile_file = profile.display_name;
   prepared.serving = scenario.serving;
   if (prepared.serving.kv_cache_blocks == 0) {
     try {
@@ -138,7 +139,8 @@ nlohmann::ordered_json ResolvedRunJson(const PreparedRun& prepared) {
             {"layers", m.layers},
             {"kv_bytes_per_token", m.KvBytesPerToken()},
             {"weight_bytes", m.WeightBytes()}}},
-          {"profile", prepared.profile.name}};
+          {"profile", prepared.profile.name},
+          {"profile_file", prepared.profile_file}};
 }
 
 }  // namespace feather

@@ -29,7 +29,8 @@ struct PreparedRun {
   Scenario scenario;
   ModelConfig model;
   DeviceProfile profile;
-  ServingConfig serving;  // scenario.serving with kv_cache_blocks resolved
+  std::string profile_file;  // the file it was read from (ReadProfileFile's display name)
+  ServingConfig serving;     // scenario.serving with kv_cache_blocks resolved
 };
 
 // Real engines (hw/: `cpu`, later `cuda`) live outside sim/, which must not link them: the

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdio>
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -84,6 +85,40 @@ TEST_F(RunCommandTest, WritesTheContractFields) {
   EXPECT_EQ(summary["scenario"]["scheduler"]["selector"], "cht");
   EXPECT_GT(summary["scenario"]["resolved"]["kv_cache_blocks"].get<uint64_t>(), 0u);
   EXPECT_TRUE(fs::exists(dir_ / "a" / "results.h5"));
+}
+
+// `profile: NAME` reads ./results/profiles/NAME.yaml when there is one (a profile recalibrated
+// in place), else the built-in copy; summary.json says which (issue 20). A profile measured on
+// another machine is used with one warning line.
+TEST_F(RunCommandTest, AProfileOnDiskWinsOverTheBuiltInOneAndTheSummarySaysWhich) {
+  const std::vector<std::string> small = {"run", "--set", "workload.requests=5", "--set",
+                                          "profile=cpu", "--set", "model=cpu-small", "--out"};
+  auto run_in = [&](const std::string& out) {
+    std::vector<std::string> args = small;
+    args.push_back(out);
+    return RunFeather(args, dir_.string());
+  };
+  const RunResult built_in = run_in("a");
+  ASSERT_EQ(built_in.exit_code, 0) << built_in.err;
+  auto resolved = [&](const char* run) {
+    return nlohmann::json::parse(ReadFile(dir_ / run / "summary.json"))["scenario"]["resolved"];
+  };
+  EXPECT_EQ(resolved("a")["profile_file"], "<built-in>/results/profiles/cpu.yaml");
+
+  std::string yaml = ReadFile(std::string(FEATHER_SOURCE_DIR) + "/results/profiles/cpu.yaml");
+  yaml.replace(yaml.find("name: \"cpu\""), 11, "name: \"cpu-here\"");
+  const size_t model = yaml.find("  cpu_model: ");
+  yaml.replace(model, yaml.find('\n', model) - model, "  cpu_model: \"Imaginary CPU 9000\"");
+  fs::create_directories(dir_ / "results" / "profiles");
+  std::ofstream(dir_ / "results" / "profiles" / "cpu.yaml") << yaml;
+  const RunResult on_disk = run_in("b");
+  ASSERT_EQ(on_disk.exit_code, 0) << on_disk.err;
+  EXPECT_EQ(resolved("b")["profile_file"], "results/profiles/cpu.yaml");
+  EXPECT_EQ(resolved("b")["profile"], "cpu-here");
+  EXPECT_THAT(on_disk.err, HasSubstr("warning: profile results/profiles/cpu.yaml was measured on "
+                                     "Imaginary CPU 9000"));
+  EXPECT_THAT(on_disk.err, HasSubstr("feather calibrate --target cpu"));
+  EXPECT_EQ(std::count(on_disk.err.begin(), on_disk.err.end(), '\n'), 1) << on_disk.err;
 }
 
 TEST_F(RunCommandTest, SameSeedGivesByteIdenticalSummary) {

@@ -2,8 +2,10 @@
 // the layout of validation.json (the contract in cli/validate_command.h), the aggregation of
 // repeated measured runs, and the refusal of a bad --repeat. Timings do not matter here; the
 // figures in results/validation/ are made with the full-size scenarios.
+#include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -32,6 +34,7 @@ std::vector<std::string> TinyValidateArgs(const fs::path& out, const std::string
           "--repeat",
           repeat,
           "--json",
+          "--allow-foreign-profile",  // these tests check function on any machine
           "--set",
           "model=" + kSource + "/tests/hw/data/cpu-tiny.yaml",
           "--set",
@@ -51,6 +54,31 @@ nlohmann::json ReadJson(const fs::path& path) {
   std::stringstream text;
   text << in.rdbuf();
   return nlohmann::json::parse(text.str());
+}
+
+// A profile calibrated on another machine is refused before anything runs (issue 20), and
+// accepted with --allow-foreign-profile.
+TEST(ValidateCommandTest, AProfileOfAnotherMachineIsRefused) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "feather_validate_foreign";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ifstream in(kSource + "/results/profiles/cpu.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string yaml = text.str();
+  const size_t at = yaml.find("  cpu_model: ");
+  ASSERT_NE(at, std::string::npos);
+  yaml.replace(at, yaml.find('\n', at) - at, "  cpu_model: \"Imaginary CPU 9000\"");
+  std::ofstream(dir / "other.yaml") << yaml;
+  std::vector<std::string> args = TinyValidateArgs(dir / "out", "1");
+  args[3] = (dir / "other.yaml").string();
+  args.erase(std::find(args.begin(), args.end(), "--allow-foreign-profile"));
+  const test::RunResult run = test::RunFeather(args);
+  EXPECT_EQ(run.exit_code, 2);
+  EXPECT_THAT(run.err, ::testing::HasSubstr("measured on Imaginary CPU 9000"));
+  EXPECT_THAT(run.err, ::testing::HasSubstr("--allow-foreign-profile"));
+  EXPECT_FALSE(fs::exists(dir / "out"));
+  fs::remove_all(dir);
 }
 
 TEST(ValidateCommandTest, RepeatedMeasuredRunsAreAveragedAndKept) {

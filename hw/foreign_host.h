@@ -1,0 +1,45 @@
+// foreign_host.h: whether a calibrated profile describes the machine it is used on.
+//
+// A measured profile records its machine (ProfileMeasuredOn: CPU model, usable CPUs, L3 size,
+// the DRAM read probe). Two hosts differ when any recorded fact differs beyond its tolerance:
+//   cpu_model                  different text (both recorded);
+//   usable_cpus                a different count;
+//   l3_cache_bytes             more than 10 % apart;
+//   read_bw_bytes_per_s        more than kReadBandwidthTolerance apart, when this host was probed
+//                              (VMs of one family, same name and cores, have differed 2x here).
+// A fact either side lacks (0 or empty: profiles written before these fields, a run that does not
+// probe) is not compared. `feather run` compares the static facts and warns; `feather validate`
+// also probes the read bandwidth (about a second) and refuses a foreign profile unless
+// --allow-foreign-profile. O(1) apart from reading the host (ReadHostInfo) and the probe.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "hw/host_info.h"
+#include "sim/device_profile.h"
+
+namespace feather {
+
+inline constexpr double kReadBandwidthTolerance = 0.15;
+inline constexpr double kL3Tolerance = 0.10;
+
+struct HostIdentity {
+  std::string cpu_model;
+  unsigned usable_cpus = 0;
+  uint64_t l3_cache_bytes = 0;
+  double read_bw_bytes_per_s = 0;  // 0: not probed
+};
+
+[[nodiscard]] HostIdentity IdentityOf(const HostInfo& host, double read_bw_bytes_per_s = 0);
+
+// "AMD EPYC, 2 CPUs, L3 32 MiB, DRAM read 25.4 GB/s" (the facts recorded).
+[[nodiscard]] std::string DescribeHost(const HostIdentity& host);
+[[nodiscard]] HostIdentity IdentityOf(const ProfileMeasuredOn& measured_on);
+
+// Why a profile measured on `profile` does not describe `host` (one line naming both), or
+// nullopt when every fact both sides recorded agrees.
+[[nodiscard]] std::optional<std::string> ForeignHostDifference(const HostIdentity& profile,
+                                                               const HostIdentity& host);
+
+}  // namespace feather
