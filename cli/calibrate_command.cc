@@ -251,6 +251,31 @@ DeviceProfile BaseProfile(const Probes& probes, const HostInfo& host, int thread
   return profile;
 }
 
+// PROFILE-rows.csv beside PROFILE.yaml.
+fs::path RowsPathOf(const fs::path& profile_path) {
+  return profile_path.parent_path() / (profile_path.stem().string() + "-rows.csv");
+}
+
+// Writes the fitted profile and its rows (atomically) and prints the fit report.
+void WriteFitOutputs(const calib::CalibrationFit& fit, const ModelConfig& model,
+                     const std::vector<std::string>& labels, const std::vector<MeasuredStep>& rows,
+                     const calib::FitOptions& fit_options, const fs::path& profile_path,
+                     std::chrono::steady_clock::time_point started, std::ostream& out) {
+  const fs::path rows_path = RowsPathOf(profile_path);
+  if (profile_path.has_parent_path()) fs::create_directories(profile_path.parent_path());
+  WriteFileAtomically(rows_path, calib::RowsToCsv(labels, rows, StepPricer(fit.profile, model),
+                                                  fit_options.holdout_every));
+  WriteFileAtomically(profile_path, DeviceProfileToYaml(fit.profile));
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  out << calib::FormatFitReport(fit);
+  out << std::fixed << std::setprecision(4) << "step time MAPE: fit " << fit.fit_mape
+      << ", holdout " << fit.holdout_mape.value_or(0) << " (" << fit.holdout_rows
+      << " held-out rows)\n"
+      << "wrote " << profile_path.string() << " and " << rows_path.string() << " in "
+      << std::setprecision(2) << seconds << " s\n";
+}
+
 std::string IsaName() {
   return hw::attention_internal::ActiveAttentionIsa() == hw::attention_internal::AttentionIsa::kAvx2 ? "avx2+fma" : "scalar";
 }
@@ -304,24 +329,9 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
   fit_options.rows_label = fs::path(out_path).stem().string() + "-rows.csv";
   const calib::CalibrationFit fit = FitProfile(base, model, rows, fit_options);
 
-  const fs::path profile_path(out_path);
-  const fs::path rows_path =
-      profile_path.parent_path() / (profile_path.stem().string() + "-rows.csv");
-  if (profile_path.has_parent_path()) fs::create_directories(profile_path.parent_path());
   std::vector<std::string> labels;
   for (const GridPoint& point : grid) labels.push_back(point.label);
-  WriteFileAtomically(rows_path, calib::RowsToCsv(labels, rows, StepPricer(fit.profile, model),
-                                                  fit_options.holdout_every));
-  WriteFileAtomically(profile_path, DeviceProfileToYaml(fit.profile));
-
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  out << calib::FormatFitReport(fit);
-  out << std::fixed << std::setprecision(4) << "step time MAPE: fit " << fit.fit_mape
-      << ", holdout " << fit.holdout_mape.value_or(0) << " (" << fit.holdout_rows
-      << " held-out rows)\n"
-      << "wrote " << profile_path.string() << " and " << rows_path.string() << " in "
-      << std::setprecision(0) << seconds << " s\n";
+  WriteFitOutputs(fit, model, labels, rows, fit_options, out_path, started, out);
   return 0;
 }
 
@@ -368,28 +378,16 @@ int Refit(const CalibrateCommandOptions& options, std::ostream& out) {
   fit_options.rows_label = rows_label + " (refit, base " + base_text.display_name + ")";
   const calib::CalibrationFit fit = FitProfile(base, model, rows, fit_options);
 
-  const fs::path profile_path(options.out_path);
-  const fs::path rows_path =
-      profile_path.parent_path() / (profile_path.stem().string() + "-rows.csv");
   for (const std::string& input : options.refit_rows) {
     std::error_code error;
-    if (fs::equivalent(input, rows_path, error) || fs::equivalent(input, profile_path, error)) {
+    if (fs::equivalent(input, RowsPathOf(options.out_path), error) ||
+        fs::equivalent(input, options.out_path, error)) {
       throw std::invalid_argument("--out " + options.out_path + " would overwrite the rows " +
                                   input + " it reads; choose another --out");
     }
   }
-  if (profile_path.has_parent_path()) fs::create_directories(profile_path.parent_path());
-  WriteFileAtomically(rows_path, calib::RowsToCsv(labels, rows, StepPricer(fit.profile, model),
-                                                  fit_options.holdout_every));
-  WriteFileAtomically(profile_path, DeviceProfileToYaml(fit.profile));
-  const double seconds =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  out << calib::FormatFitReport(fit);
-  out << std::fixed << std::setprecision(4) << "step time MAPE: fit " << fit.fit_mape
-      << ", holdout " << fit.holdout_mape.value_or(0) << " (" << fit.holdout_rows
-      << " held-out rows)\n"
-      << "refitted " << rows.size() << " rows; wrote " << profile_path.string() << " and "
-      << rows_path.string() << " in " << std::setprecision(2) << seconds << " s\n";
+  out << "refitting " << rows.size() << " rows\n";
+  WriteFitOutputs(fit, model, labels, rows, fit_options, options.out_path, started, out);
   return 0;
 }
 

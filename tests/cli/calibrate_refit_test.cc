@@ -16,29 +16,22 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using test::ReadFile;
 using test::RunFeather;
 using test::RunResult;
 
 const std::string kRows = std::string(FEATHER_SOURCE_DIR) + "/results/profiles/cpu-rows.csv";
 
-class CalibrateRefitTest : public ::testing::Test {
+class CalibrateRefitTest : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) /
-           ("feather_refit_" +
-            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  fs::path dir_;
+  CalibrateRefitTest() : TempDirTest("refit") {}
 };
 
 TEST_F(CalibrateRefitTest, CommittedRowsRefitIntoAProfileAndRowsThatReadBack) {
   const fs::path out = dir_ / "refit.yaml";
   const RunResult run = RunFeather({"calibrate", "--refit", kRows, "--out", out.string()});
   ASSERT_EQ(run.exit_code, 0) << run.err;
-  EXPECT_THAT(run.out, HasSubstr("refitted 245 rows"));
+  EXPECT_THAT(run.out, HasSubstr("refitting 245 rows"));
   const DeviceProfile profile = LoadDeviceProfile(out.string());
   ASSERT_TRUE(profile.fit.has_value());
   EXPECT_EQ(profile.fit->holdout_rows, 49u);

@@ -11,6 +11,9 @@
 
 #include <array>
 #include <cerrno>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -97,5 +100,36 @@ inline RunResult RunFeather(const std::vector<std::string>& args, const std::str
   if (WIFEXITED(status)) result.exit_code = WEXITSTATUS(status);
   return result;
 }
+
+// The bytes of a file ("" when it cannot be read).
+inline std::string ReadFile(const std::filesystem::path& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream text;
+  text << in.rdbuf();
+  return text.str();
+}
+
+inline void WriteFile(const std::filesystem::path& path, const std::string& text) {
+  std::ofstream(path, std::ios::binary) << text;
+}
+
+// A fixture with a fresh folder per test, TempDir()/feather_<prefix>_<test name>, removed after.
+class TempDirTest : public ::testing::Test {
+ protected:
+  explicit TempDirTest(std::string prefix) : prefix_(std::move(prefix)) {}
+  void SetUp() override {
+    dir_ = std::filesystem::path(::testing::TempDir()) /
+           ("feather_" + prefix_ + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    std::filesystem::remove_all(dir_);
+    std::filesystem::create_directories(dir_);
+  }
+  void TearDown() override { std::filesystem::remove_all(dir_); }
+
+  std::filesystem::path dir_;
+
+ private:
+  std::string prefix_;
+};
 
 }  // namespace feather::test

@@ -22,22 +22,15 @@ namespace {
 
 namespace fs = std::filesystem;
 using ::testing::HasSubstr;
+using test::ReadFile;
 using test::RunFeather;
 using test::RunResult;
+using test::WriteFile;
 
 const std::vector<std::string> kSmall = {"--set", "workload.requests=5", "--set",
                                          "workload.sharing.prefix_tokens=100"};
 
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
-void WriteFile(const fs::path& path, const std::string& text) {
-  std::ofstream(path, std::ios::binary) << text;
-}
 
 std::vector<std::string> Args(std::vector<std::string> head) {
   head.insert(head.end(), kSmall.begin(), kSmall.end());
@@ -53,18 +46,9 @@ pid_t DeadPid() {
   return pid;
 }
 
-class OutputSafetyTest : public ::testing::Test {
+class OutputSafetyTest : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) /
-           ("feather_output_safety_" +
-            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  fs::path dir_;
+  OutputSafetyTest() : TempDirTest("output_safety") {}
 };
 
 // The reproduction of the issue: from work/, `feather run ../e.yaml` with `name: ../../victim`

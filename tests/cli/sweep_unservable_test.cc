@@ -18,6 +18,7 @@ namespace feather {
 namespace {
 
 namespace fs = std::filesystem;
+using test::ReadFile;
 using test::RunFeather;
 using test::RunResult;
 using ::testing::HasSubstr;
@@ -25,23 +26,10 @@ using ::testing::Not;
 
 const std::string kBase = std::string(FEATHER_SOURCE_DIR) + "/tests/cli/data/sweep_base.yaml";
 
-std::string ReadFile(const fs::path& path) {
-  std::ifstream in(path, std::ios::binary);
-  std::ostringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
 
-class SweepUnservableTest : public ::testing::Test {
+class SweepUnservableTest : public test::TempDirTest {
  protected:
-  void SetUp() override {
-    dir_ = fs::path(::testing::TempDir()) /
-           ("feather_sweep_unservable_" +
-            std::string(::testing::UnitTest::GetInstance()->current_test_info()->name()));
-    fs::remove_all(dir_);
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  SweepUnservableTest() : TempDirTest("sweep_unservable") {}
 
   // Prompts of 620-2,600 tokens; an 80-block (1,280-token) cache cannot hold the longer ones.
   fs::path WriteSweep(const std::string& extra_set) {
@@ -53,8 +41,6 @@ class SweepUnservableTest : public ::testing::Test {
                         << "  serving.kv_cache_blocks: [80, 100000]\n";
     return file;
   }
-
-  fs::path dir_;
 };
 
 TEST_F(SweepUnservableTest, APointThatExitsThreeFailsUntilTheScenarioAllowsIt) {
