@@ -80,13 +80,24 @@ void BlockHashTable::EvictOverCapacity() {
   while (free_queue_size_ > config_.free_capacity_blocks) {
     const uint32_t victim = queue_head_;
     QueueUnlink(victim);
+    const uint8_t before = records_[victim].Flags();
     records_[victim].cached = false;
     ++evictions_;
+    NoteChange(victim, before);
     DropIfDead(victim);
   }
 }
 
 void BlockHashTable::AddWaiting(std::span<const PrefixHash> chain) {
+  AddWaitingImpl(chain, nullptr);
+}
+
+void BlockHashTable::AddWaiting(std::span<const PrefixHash> chain, std::vector<uint32_t>& slots) {
+  AddWaitingImpl(chain, &slots);
+}
+
+void BlockHashTable::AddWaitingImpl(std::span<const PrefixHash> chain,
+                                    std::vector<uint32_t>* slots) {
   for (const PrefixHash hash : chain) {
     uint32_t slot;
     if (!free_records_.empty()) {
@@ -104,50 +115,79 @@ void BlockHashTable::AddWaiting(std::span<const PrefixHash> chain) {
       records_[slot] = BlockRecord{};
       records_[slot].hash = hash;
     }
+    const uint8_t before = records_[*stored].Flags();
     ++records_[*stored].waiting_refs;
+    NoteChange(*stored, before);
+    if (slots != nullptr) slots->push_back(*stored);
   }
+}
+
+void BlockHashTable::RemoveWaitingAt(uint32_t slot) {
+  FEATHER_DCHECK(slot < records_.size(), "slot out of range");
+  FEATHER_CHECK(records_[slot].waiting_refs > 0, "waiting reference underflow");
+  const uint8_t before = records_[slot].Flags();
+  --records_[slot].waiting_refs;
+  NoteChange(slot, before);
+  DropIfDead(slot);
+}
+
+void BlockHashTable::AdmitAt(uint32_t slot) {
+  FEATHER_DCHECK(slot < records_.size(), "slot out of range");
+  BlockRecord& r = records_[slot];
+  FEATHER_CHECK(r.waiting_refs > 0, "admitted block has no waiting reference");
+  const uint8_t before = r.Flags();
+  --r.waiting_refs;
+  if (r.InFreeQueue()) QueueUnlink(slot);  // reuse of a cached free block
+  r.cached = true;                         // hit, or computed now
+  ++r.running_refs;
+  NoteChange(slot, before);
+}
+
+void BlockHashTable::ReleaseAt(uint32_t slot, bool preempt) {
+  FEATHER_DCHECK(slot < records_.size(), "slot out of range");
+  BlockRecord& r = records_[slot];
+  FEATHER_CHECK(r.running_refs > 0, "running reference underflow");
+  const uint8_t before = r.Flags();
+  if (preempt) ++r.waiting_refs;
+  if (--r.running_refs == 0) QueuePushBack(slot);
+  NoteChange(slot, before);
 }
 
 void BlockHashTable::RemoveWaiting(std::span<const PrefixHash> chain) {
-  for (const PrefixHash hash : chain) {
-    const uint32_t slot = SlotOf(hash);
-    FEATHER_CHECK(records_[slot].waiting_refs > 0, "waiting reference underflow");
-    --records_[slot].waiting_refs;
-    DropIfDead(slot);
-  }
+  for (const PrefixHash hash : chain) RemoveWaitingAt(SlotOf(hash));
 }
 
 void BlockHashTable::Admit(std::span<const PrefixHash> chain) {
-  for (const PrefixHash hash : chain) {
-    const uint32_t slot = SlotOf(hash);
-    BlockRecord& r = records_[slot];
-    FEATHER_CHECK(r.waiting_refs > 0, "admitted block has no waiting reference");
-    --r.waiting_refs;
-    if (r.InFreeQueue()) QueueUnlink(slot);  // reuse of a cached free block
-    r.cached = true;                         // hit, or computed now
-    ++r.running_refs;
-  }
+  for (const PrefixHash hash : chain) AdmitAt(SlotOf(hash));
 }
 
+// Release and Preempt go tail first, so that the deepest blocks are the first to be evicted
+// (vLLM frees in reverse).
 void BlockHashTable::Release(std::span<const PrefixHash> chain) {
-  // Tail first, so that the deepest blocks are the first to be evicted (vLLM frees in reverse).
-  for (size_t i = chain.size(); i-- > 0;) {
-    const uint32_t slot = SlotOf(chain[i]);
-    BlockRecord& r = records_[slot];
-    FEATHER_CHECK(r.running_refs > 0, "running reference underflow");
-    if (--r.running_refs == 0) QueuePushBack(slot);
-  }
+  for (size_t i = chain.size(); i-- > 0;) ReleaseAt(SlotOf(chain[i]), false);
   EvictOverCapacity();
 }
 
 void BlockHashTable::Preempt(std::span<const PrefixHash> chain) {
-  for (size_t i = chain.size(); i-- > 0;) {
-    const uint32_t slot = SlotOf(chain[i]);
-    BlockRecord& r = records_[slot];
-    FEATHER_CHECK(r.running_refs > 0, "running reference underflow");
-    ++r.waiting_refs;
-    if (--r.running_refs == 0) QueuePushBack(slot);
-  }
+  for (size_t i = chain.size(); i-- > 0;) ReleaseAt(SlotOf(chain[i]), true);
+  EvictOverCapacity();
+}
+
+void BlockHashTable::RemoveWaitingSlots(std::span<const uint32_t> slots) {
+  for (const uint32_t slot : slots) RemoveWaitingAt(slot);
+}
+
+void BlockHashTable::AdmitSlots(std::span<const uint32_t> slots) {
+  for (const uint32_t slot : slots) AdmitAt(slot);
+}
+
+void BlockHashTable::ReleaseSlots(std::span<const uint32_t> slots) {
+  for (size_t i = slots.size(); i-- > 0;) ReleaseAt(slots[i], false);
+  EvictOverCapacity();
+}
+
+void BlockHashTable::PreemptSlots(std::span<const uint32_t> slots) {
+  for (size_t i = slots.size(); i-- > 0;) ReleaseAt(slots[i], true);
   EvictOverCapacity();
 }
 
@@ -178,7 +218,8 @@ std::vector<PrefixHash> BlockHashTable::FreeQueue() const {
 
 size_t BlockHashTable::MemoryBytes() const {
   return sizeof(*this) + records_.capacity() * sizeof(BlockRecord) +
-         free_records_.capacity() * sizeof(uint32_t) + index_.MemoryBytes();
+         free_records_.capacity() * sizeof(uint32_t) + index_.MemoryBytes() +
+         changed_slots_.capacity() * sizeof(uint32_t);
 }
 
 void BlockHashTable::CheckInvariants() const {

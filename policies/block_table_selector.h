@@ -31,10 +31,33 @@
 // OnPreempt returns it to the waiting front and frees its blocks as OnFinish does; OnCancel drops
 // its waiting references.
 //
-// Complexity (W waiting requests, C blocks per prompt, T prompt tokens): OnArrival O(T) to hash
-// plus O(C) table updates; Admit, OnFinish, OnPreempt, OnCancel O(C) expected (amortized, arena
-// compaction included); BeginRound O(W·C + W log W) — one hash probe per block until the
-// request's cached/running/shared prefixes all end, plus sorting the groups; Next O(1) amortized.
+// Incremental depths: each waiting request keeps its three depths (cached, running, shared) up
+// to date as blocks change, so BeginRound only reads them. The block facts behind them are
+// prefix-closed along a chain (block_hash_table.h; up to 64-bit hash collisions, which the
+// grouping already ignores), so a depth d changes only when a block at its boundary changes:
+// the first block lacking the fact (chain[d]) gains it and d advances, or the last block having
+// it (chain[d - 1]) loses it and d retracts. Per depth, a waiting request therefore sits on two
+// intrusive lists threaded through the table's record slots: the frontier list of chain[d] and
+// the tip list of chain[d - 1]. After every table operation the selector reads the table's
+// change log (slots whose facts changed while waiting requests reference them) and walks only
+// those slots' lists, moving a depth by scanning the request's own chain of record slots (no
+// hash probes). The decisions are those of the former BeginRound, which rescanned every waiting
+// chain; the test keeps that algorithm as its reference. CheckInvariants() rescans.
+//
+// Memory: per chain block a hash and a record slot (12 bytes); per request id six list links;
+// per table record slot a list head and a group index (8 bytes).
+//
+// Complexity (W waiting requests, C blocks per prompt, T prompt tokens, G groups in a round):
+//   OnArrival O(T) to hash, O(C) table updates (hash probes) and O(C) to measure the newcomer;
+//   Admit, OnFinish, OnPreempt, OnCancel O(C) table updates by slot (amortized, arena
+//     compaction included); OnPreempt also O(C) to measure the returning request;
+//   plus, for the other waiting requests, O(1) per list node on a block whose facts changed
+//     and O(1) per block a depth moves: O(changes), zero when no waiting request's view changes;
+//   BeginRound O(W + G log G): reads the depths, groups through the per-slot group index and
+//     sorts the groups (G <= W: O(W log W) at worst, every request its own group);
+//   Next O(1) amortized.
+// Before incremental depths BeginRound was O(W·C) hash probes (the Mooncake conversation
+// trace replay at time scale 1 went from about an hour to seconds).
 #pragma once
 
 #include <cstddef>
@@ -44,7 +67,6 @@
 #include <string_view>
 #include <vector>
 
-#include "base/flat_hash_map.h"
 #include "policies/block_hash_table.h"
 #include "policies/selector.h"
 
@@ -82,21 +104,38 @@ class BlockTableSelector final : public CandidateSelector {
   [[nodiscard]] std::span<const RequestId> RoundOrder() const { return order_; }
   // Stats of a request that was waiting at the last BeginRound(); nullopt otherwise.
   [[nodiscard]] std::optional<BlockRoundStats> RoundStats(RequestId id) const;
+  // Checks every waiting request's depths against a rescan of its chain and the depth lists
+  // against the depths (O(waiting chain blocks + record slots)); aborts on a violation.
+  void CheckInvariants() const;
 
  private:
   enum class State : uint8_t { kAbsent, kWaiting, kRunning };
+  // The three depths, in BlockRoundStats order; facts as BlockRecord names them.
+  static constexpr int kCached = 0;
+  static constexpr int kRunning = 1;
+  static constexpr int kShared = 2;
+  static constexpr int kDepths = 3;
+  // List nodes per request: per depth, its frontier node (on chain[d]) and its tip node (on
+  // chain[d - 1]). Node id = request id * kNodesPerRequest + depth * 2 + (tip ? 1 : 0).
+  static constexpr uint32_t kNodesPerRequest = 2 * kDepths;
 
   struct Request {
-    uint64_t chain_offset = 0;  // into arena_
+    uint64_t chain_offset = 0;  // into arena_ and arena_slots_
     uint32_t chain_blocks = 0;
     RequestId prev = kNoRequest;  // waiting list, queue order
     RequestId next = kNoRequest;
-    uint64_t round = 0;        // round whose order holds it (0 = none)
-    BlockRoundStats stats;     // valid when round == round_
-    uint32_t round_group = 0;  // BeginRound scratch: group index, or kNoGroup
+    uint32_t depth[kDepths] = {};  // live while waiting
+    uint64_t round = 0;            // round whose order holds it (0 = none)
+    BlockRoundStats stats;         // valid when round == round_
+    uint32_t round_group = 0;      // BeginRound scratch: group index, or kNoGroup
     State state = State::kAbsent;
   };
+  struct Link {
+    uint32_t prev = 0;
+    uint32_t next = 0;
+  };
   struct RoundGroup {
+    uint32_t key_slot = 0;  // record slot of the group's deepest shared block
     uint32_t size = 0;
     uint32_t cached_blocks = 0;
     uint32_t running_blocks = 0;
@@ -107,20 +146,44 @@ class BlockTableSelector final : public CandidateSelector {
   [[nodiscard]] std::span<const PrefixHash> ChainOf(const Request& r) const {
     return {arena_.data() + r.chain_offset, r.chain_blocks};
   }
+  [[nodiscard]] const uint32_t* SlotsOf(const Request& r) const {
+    return arena_slots_.data() + r.chain_offset;
+  }
+  [[nodiscard]] std::span<const uint32_t> SlotSpan(const Request& r) const {
+    return {SlotsOf(r), r.chain_blocks};
+  }
   void PushBack(RequestId id);
   void PushFront(RequestId id);
   void Unlink(RequestId id);
   void ReleaseChain(RequestId id);
-  [[nodiscard]] BlockRoundStats Measure(std::span<const PrefixHash> chain) const;
+
+  // Depth maintenance (see the header comment).
+  [[nodiscard]] static bool Holds(int depth, const BlockRecord& block);
+  [[nodiscard]] uint32_t RescanDepth(const Request& r, int depth) const;
+  // The slot whose list holds `node`, or kNil when the node is off every list (d = 0 or d = C).
+  [[nodiscard]] uint32_t NodeSlot(uint32_t node) const;
+  void LinkNode(uint32_t node);
+  void UnlinkNode(uint32_t node);
+  void SetDepth(RequestId id, int depth, uint32_t value);
+  void MeasureAndLink(RequestId id);  // a request entering the waiting queue
+  void UnlinkAll(RequestId id);       // a request leaving it
+  void ApplyTableChanges();           // after every table operation
 
   BlockHashTable table_;
-  std::vector<Request> requests_;  // indexed by request id
-  std::vector<PrefixHash> arena_;  // chains back to back
+  std::vector<Request> requests_;      // indexed by request id
+  std::vector<PrefixHash> arena_;      // chains back to back
+  std::vector<uint32_t> arena_slots_;  // the table record slot of each arena_ hash
   std::vector<PrefixHash> arena_scratch_;
+  std::vector<uint32_t> arena_slots_scratch_;
   uint64_t arena_garbage_ = 0;  // hashes of departed requests still in arena_
   RequestId head_ = kNoRequest;
   RequestId tail_ = kNoRequest;
   size_t num_waiting_ = 0;
+
+  // Depth lists: list head per table record slot, links per node.
+  std::vector<uint32_t> list_head_;
+  std::vector<Link> links_;
+  std::vector<uint32_t> visit_scratch_;
 
   // Round state (buffers reused across rounds: no allocation at steady state).
   uint64_t round_ = 0;
@@ -129,7 +192,9 @@ class BlockTableSelector final : public CandidateSelector {
   std::vector<RequestId> queue_scratch_;
   std::vector<RoundGroup> groups_;
   std::vector<uint32_t> group_rank_;
-  FlatHashMap<PrefixHash, uint32_t> group_of_hash_;
+  // Record slot -> group index of this round; an entry counts only when that group's key_slot
+  // is the slot, so the array is never cleared.
+  std::vector<uint32_t> group_of_slot_;
 };
 
 }  // namespace feather

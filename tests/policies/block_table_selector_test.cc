@@ -1,6 +1,9 @@
 // block_table_selector_test.cc: the vLLM block-table ("PAT") selector: a per-step order table on
-// a small example, and a differential test of the per-request block counts and the whole round
-// order against a naive recomputation over token prefixes (no hashes).
+// a small example; a differential test of the per-request block counts and the whole round
+// order against a naive recomputation over token prefixes (no hashes); and a differential test
+// of the incremental depths against the selector's former O(W·C) algorithm, which rescanned
+// every waiting chain in BeginRound (kept here as RescanningSelector), over random operation
+// sequences with small block alphabets and small free queues.
 #include "policies/block_table_selector.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +13,7 @@
 #include <initializer_list>
 #include <map>
 #include <optional>
+#include <span>
 #include <vector>
 
 #include "base/rng.h"
@@ -370,6 +374,7 @@ void RunRandomDifferential(uint64_t seed) {
       }
     }
     ASSERT_EQ(s.NumWaiting(), model.WaitingInQueueOrder().size());
+    s.CheckInvariants();
     s.table().CheckInvariants();
   }
 }
@@ -379,6 +384,333 @@ TEST(BlockTableSelector, MatchesANaiveTokenPrefixRecomputation) {
     RunRandomDifferential(seed);
     if (HasFatalFailure()) return;
   }
+}
+
+// The selector before incremental depths, kept as the brute-force reference: BeginRound probes
+// the table for every block of every waiting chain until its three leading runs end (O(W·C)),
+// then groups, sorts and places exactly as the header describes.
+class RescanningSelector {
+ public:
+  RescanningSelector(const BlockHashConfig& config, size_t ids) : table_(config), requests_(ids) {}
+
+  const BlockHashTable& table() const { return table_; }
+  size_t NumWaiting() const { return num_waiting_; }
+  std::span<const RequestId> RoundOrder() const { return order_; }
+  std::optional<BlockRoundStats> RoundStats(RequestId id) const {
+    if (round_ == 0 || requests_[id].round != round_) return std::nullopt;
+    return requests_[id].stats;
+  }
+
+  void OnArrival(RequestId id, std::span<const Token> prompt) {
+    Request& r = requests_[id];
+    r.chain = table_.ComputeChain(prompt);
+    r.state = State::kWaiting;
+    r.round = 0;
+    r.position = back_++;
+    table_.AddWaiting(r.chain);
+    ++num_waiting_;
+  }
+  void Admit(RequestId id) {
+    Request& r = requests_[id];
+    table_.Admit(r.chain);
+    r.state = State::kRunning;
+    --num_waiting_;
+    if (cursor_ < order_.size() && order_[cursor_] == id) ++cursor_;
+  }
+  void OnFinish(RequestId id) {
+    table_.Release(requests_[id].chain);
+    requests_[id].state = State::kAbsent;
+  }
+  void OnPreempt(RequestId id) {
+    Request& r = requests_[id];
+    table_.Preempt(r.chain);
+    r.state = State::kWaiting;
+    r.round = 0;
+    r.position = front_--;
+    ++num_waiting_;
+  }
+  void OnCancel(RequestId id) {
+    table_.RemoveWaiting(requests_[id].chain);
+    requests_[id].state = State::kAbsent;
+    --num_waiting_;
+  }
+  std::optional<RequestId> Next() {
+    while (cursor_ < order_.size()) {
+      const Request& r = requests_[order_[cursor_]];
+      if (r.state == State::kWaiting && r.round == round_) return order_[cursor_];
+      ++cursor_;
+    }
+    return std::nullopt;
+  }
+
+  void BeginRound() {
+    ++round_;
+    order_.clear();
+    cursor_ = 0;
+    std::vector<RequestId> queue;
+    for (RequestId id = 0; id < requests_.size(); ++id) {
+      if (requests_[id].state == State::kWaiting) queue.push_back(id);
+    }
+    std::sort(queue.begin(), queue.end(), [this](RequestId a, RequestId b) {
+      return requests_[a].position < requests_[b].position;
+    });
+    struct Group {
+      uint32_t size = 0;
+      uint32_t cached = 0;
+      uint32_t running = 0;
+      uint32_t first_index = 0;
+    };
+    std::vector<Group> groups;
+    std::map<PrefixHash, uint32_t> group_of_hash;
+    std::vector<uint32_t> group_of(queue.size(), kNone);
+    for (uint32_t i = 0; i < queue.size(); ++i) {
+      Request& r = requests_[queue[i]];
+      r.round = round_;
+      r.stats = Measure(r.chain);
+      const BlockRoundStats& st = r.stats;
+      if (st.shared_blocks == 0) continue;
+      const auto [it, inserted] = group_of_hash.emplace(r.chain[st.shared_blocks - 1],
+                                                        static_cast<uint32_t>(groups.size()));
+      if (inserted) {
+        groups.push_back({0, std::min(st.cached_blocks, st.shared_blocks), st.running_blocks, i});
+      }
+      group_of[i] = it->second;
+      ++groups[it->second].size;
+    }
+    std::vector<uint32_t> rank(groups.size());
+    for (uint32_t g = 0; g < groups.size(); ++g) rank[g] = g;
+    std::sort(rank.begin(), rank.end(), [&](uint32_t a, uint32_t b) {
+      const Group& ga = groups[a];
+      const Group& gb = groups[b];
+      const bool a_running = ga.running > 0;
+      const bool b_running = gb.running > 0;
+      if (a_running != b_running) return a_running;
+      if (a_running && ga.cached != gb.cached) return ga.cached > gb.cached;
+      if (ga.size != gb.size) return ga.size > gb.size;
+      return ga.first_index < gb.first_index;
+    });
+    for (const uint32_t g : rank) {
+      for (uint32_t i = 0; i < queue.size(); ++i) {
+        if (group_of[i] == g) order_.push_back(queue[i]);
+      }
+    }
+    for (uint32_t i = 0; i < queue.size(); ++i) {
+      if (group_of[i] == kNone) order_.push_back(queue[i]);
+    }
+  }
+
+ private:
+  static constexpr uint32_t kNone = 0xffffffffu;
+  enum class State { kAbsent, kWaiting, kRunning };
+  struct Request {
+    std::vector<PrefixHash> chain;
+    State state = State::kAbsent;
+    int64_t position = 0;
+    uint64_t round = 0;
+    BlockRoundStats stats;
+  };
+
+  BlockRoundStats Measure(const std::vector<PrefixHash>& chain) const {
+    BlockRoundStats stats;
+    bool cached = true;
+    bool running = true;
+    bool shared = true;
+    for (size_t i = 0; i < chain.size() && (cached || running || shared); ++i) {
+      const BlockRecord* block = table_.Find(chain[i]);
+      cached = cached && block->cached;
+      running = running && block->running_refs > 0;
+      shared = shared && block->waiting_refs + block->running_refs >= 2;
+      stats.cached_blocks += cached ? 1 : 0;
+      stats.running_blocks += running ? 1 : 0;
+      stats.shared_blocks += shared ? 1 : 0;
+    }
+    return stats;
+  }
+
+  BlockHashTable table_;
+  std::vector<Request> requests_;
+  size_t num_waiting_ = 0;
+  int64_t back_ = 0;
+  int64_t front_ = -1;
+  uint64_t round_ = 0;
+  std::vector<RequestId> order_;
+  size_t cursor_ = 0;
+};
+
+// Prompts over a tiny block alphabet that extend each other's prefixes, so that chains share
+// deeply and often: each new prompt is a random leading part of an earlier one (or nothing)
+// followed by random blocks whose tokens come from `alphabet` values.
+std::deque<std::vector<Token>> MakeOverlappingPrompts(Rng& rng, size_t count, uint32_t block,
+                                                      uint32_t alphabet, uint32_t max_blocks) {
+  std::deque<std::vector<Token>> prompts;
+  for (size_t i = 0; i < count; ++i) {
+    std::vector<Token> tokens;
+    if (!prompts.empty() && rng.Uniform(4) != 0) {
+      const std::vector<Token>& base = prompts[rng.Uniform(prompts.size())];
+      const size_t keep = rng.Uniform(base.size() / block + 1) * block;
+      tokens.assign(base.begin(), base.begin() + static_cast<std::ptrdiff_t>(keep));
+    }
+    const size_t target_blocks = rng.Uniform(max_blocks + 1);
+    while (tokens.size() / block < target_blocks) {
+      tokens.push_back(static_cast<Token>(rng.Uniform(alphabet)));
+    }
+    for (uint64_t t = rng.Uniform(block); t > 0; --t) tokens.push_back(-1);  // partial block
+    prompts.push_back(std::move(tokens));
+  }
+  return prompts;
+}
+
+void RunAgainstRescanning(uint64_t seed) {
+  Rng rng(seed);
+  const uint32_t blocks[] = {1, 2, 4};
+  const uint32_t block = blocks[rng.Uniform(3)];
+  const uint32_t capacities[] = {0, 1, 2, 3, 5, 8, 16};
+  const uint32_t capacity = capacities[rng.Uniform(7)];
+  const uint32_t alphabet = 2 + static_cast<uint32_t>(rng.Uniform(2));
+  const uint32_t max_blocks = 2 + static_cast<uint32_t>(rng.Uniform(9));
+  const std::deque<std::vector<Token>> pool =
+      MakeOverlappingPrompts(rng, 6 + rng.Uniform(20), block, alphabet, max_blocks);
+  SCOPED_TRACE(testing::Message() << "seed " << seed << " block " << block << " capacity "
+                                  << capacity << " alphabet " << alphabet << " max blocks "
+                                  << max_blocks << " prompts " << pool.size());
+
+  const size_t kIds = 24;
+  const BlockHashConfig config{block, capacity, seed};
+  BlockTableSelector s(config);
+  RescanningSelector ref(config, kIds);
+  std::vector<int> state(kIds, 0);  // 0 absent, 1 waiting, 2 running
+  auto pick = [&](int wanted) -> std::optional<RequestId> {
+    std::vector<RequestId> ids;
+    for (RequestId id = 0; id < kIds; ++id) {
+      if (state[id] == wanted) ids.push_back(id);
+    }
+    if (ids.empty()) return std::nullopt;
+    return ids[rng.Uniform(ids.size())];
+  };
+
+  for (int step = 0; step < 400; ++step) {
+    const uint64_t op = rng.Uniform(100);
+    if (op < 30) {
+      if (const auto id = pick(0)) {
+        const std::vector<Token>& prompt = pool[rng.Uniform(pool.size())];
+        s.OnArrival(RequestInfo{*id, prompt, kNoPrefixGroup});
+        ref.OnArrival(*id, prompt);
+        state[*id] = 1;
+      }
+    } else if (op < 45) {
+      if (const auto id = pick(2)) {
+        s.OnFinish(*id);
+        ref.OnFinish(*id);
+        state[*id] = 0;
+      }
+    } else if (op < 53) {
+      if (const auto id = pick(2)) {
+        s.OnPreempt(*id);
+        ref.OnPreempt(*id);
+        state[*id] = 1;
+      }
+    } else if (op < 61) {
+      if (const auto id = pick(1)) {
+        s.OnCancel(*id);
+        ref.OnCancel(*id);
+        state[*id] = 0;
+      }
+    } else if (op < 73) {
+      s.BeginRound();
+      ref.BeginRound();
+      ASSERT_EQ(Order(s), std::vector<RequestId>(ref.RoundOrder().begin(), ref.RoundOrder().end()))
+          << "step " << step;
+      for (RequestId id = 0; id < kIds; ++id) {
+        const std::optional<BlockRoundStats> got = s.RoundStats(id);
+        const std::optional<BlockRoundStats> want = ref.RoundStats(id);
+        ASSERT_EQ(got.has_value(), want.has_value()) << "step " << step << " id " << id;
+        if (!got) continue;
+        ASSERT_EQ(got->cached_blocks, want->cached_blocks) << "step " << step << " id " << id;
+        ASSERT_EQ(got->running_blocks, want->running_blocks) << "step " << step << " id " << id;
+        ASSERT_EQ(got->shared_blocks, want->shared_blocks) << "step " << step << " id " << id;
+      }
+    } else {
+      // Admit the current proposal, if any (rounds interleave with the events above).
+      const std::optional<Candidate> c = s.Next();
+      const std::optional<RequestId> want = ref.Next();
+      ASSERT_EQ(c.has_value(), want.has_value()) << "step " << step;
+      if (c) {
+        ASSERT_EQ(c->id, *want) << "step " << step;
+        s.Admit(c->id);
+        ref.Admit(c->id);
+        state[c->id] = 2;
+      }
+    }
+    const std::optional<Candidate> next = s.Next();
+    const std::optional<RequestId> want_next = ref.Next();
+    ASSERT_EQ(next.has_value(), want_next.has_value()) << "step " << step;
+    if (next) {
+      ASSERT_EQ(next->id, *want_next) << "step " << step;
+    }
+    ASSERT_EQ(s.NumWaiting(), ref.NumWaiting()) << "step " << step;
+    ASSERT_EQ(s.table().FreeQueue(), ref.table().FreeQueue()) << "step " << step;
+    ASSERT_EQ(s.table().evictions(), ref.table().evictions()) << "step " << step;
+    s.CheckInvariants();
+    s.table().CheckInvariants();
+  }
+}
+
+TEST(BlockTableSelector, IncrementalDepthsMatchTheRescanningSelector) {
+  for (uint64_t seed = 1; seed <= 400; ++seed) {
+    RunAgainstRescanning(seed);
+    if (HasFatalFailure()) return;
+  }
+}
+
+// The table features the incremental depths rely on: the change log names exactly the blocks
+// whose facts changed while waiting requests still reference them. (The *Slots forms are checked
+// against the hash forms by the differential test above: the selector uses the first, the
+// reference the second, and their free queues are compared after every step.)
+TEST(BlockTableSelector, TableChangeLogNamesBlocksThatWaitingRequestsSeeChange) {
+  const std::vector<Token> a = Blocks({1, 2});  // A1 A2
+  const std::vector<Token> b = Blocks({1, 3});  // A1 B2
+  BlockHashTable quiet(BlockHashConfig{4, 1, 1});
+  BlockHashTable table(BlockHashConfig{4, 1, 1});
+  table.EnableChangeLog();
+  const std::vector<PrefixHash> ca = table.ComputeChain(a);
+  const std::vector<PrefixHash> cb = table.ComputeChain(b);
+  std::vector<uint32_t> sa;
+  std::vector<uint32_t> sb;
+  table.AddWaiting(ca, sa);
+  quiet.AddWaiting(ca);
+  ASSERT_EQ(sa.size(), 2u);
+  EXPECT_EQ(&table.Record(sa[0]), table.Find(ca[0]));
+  EXPECT_TRUE(table.ChangedSlots().empty());  // new blocks: nothing changed for anyone
+  table.AddWaiting(cb, sb);
+  quiet.AddWaiting(cb);
+  EXPECT_EQ(sb[0], sa[0]);
+  EXPECT_EQ(std::vector<uint32_t>(table.ChangedSlots().begin(), table.ChangedSlots().end()),
+            std::vector<uint32_t>{sa[0]});  // A1 became shared
+  EXPECT_EQ(table.Record(sa[0]).Flags(), 4);
+  table.ClearChangedSlots();
+
+  table.AdmitSlots(sa);  // A1 cached and running for waiting b; A2 has no waiting reference
+  quiet.Admit(ca);
+  EXPECT_EQ(std::vector<uint32_t>(table.ChangedSlots().begin(), table.ChangedSlots().end()),
+            std::vector<uint32_t>{sa[0]});
+  EXPECT_EQ(table.Record(sa[0]).Flags(), 7);
+  table.ClearChangedSlots();
+
+  table.ReleaseSlots(sa);  // A1 no longer running or shared; A2 evicted (capacity 1), unwatched
+  quiet.Release(ca);
+  EXPECT_EQ(std::vector<uint32_t>(table.ChangedSlots().begin(), table.ChangedSlots().end()),
+            std::vector<uint32_t>{sa[0]});
+  EXPECT_EQ(table.Record(sa[0]).Flags(), 1);
+  EXPECT_EQ(table.evictions(), 1u);
+  EXPECT_EQ(table.FreeQueue(), quiet.FreeQueue());
+  table.ClearChangedSlots();
+
+  table.RemoveWaitingSlots(sb);  // the last waiting references go: nothing to report
+  quiet.RemoveWaiting(cb);
+  EXPECT_TRUE(table.ChangedSlots().empty());
+  EXPECT_TRUE(quiet.ChangedSlots().empty());  // the log is off unless enabled
+  EXPECT_EQ(table.NumRecords(), quiet.NumRecords());
+  table.CheckInvariants();
 }
 
 TEST(BlockTableSelector, ChainsSurviveArenaCompaction) {
@@ -415,8 +747,10 @@ TEST(BlockTableSelector, ChainsSurviveArenaCompaction) {
           std::equal(want.begin(), want.end(), s.Chain(other).begin(), s.Chain(other).end()))
           << "step " << step;
     }
+    s.CheckInvariants();  // depths and lists survive the arena's moves
   }
   EXPECT_GT(s.MemoryBytes(), sizeof(BlockTableSelector));
+  s.CheckInvariants();
   s.table().CheckInvariants();
 }
 
