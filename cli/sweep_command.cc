@@ -181,9 +181,19 @@ SweepLayout ReadSweepJson(const fs::path& path) {
 std::optional<OrderedJson> ReadSummary(const fs::path& point_dir) {
   const fs::path file = point_dir / "summary.json";
   if (!fs::is_regular_file(file)) return std::nullopt;
+  // A summary nests a few levels; a deeper file is not one of feather's (and must not reach the
+  // recursive dump() below, which a bracket bomb would overflow).
+  struct TooDeep {};
+  const OrderedJson::parser_callback_t bounded = [](int depth, OrderedJson::parse_event_t,
+                                                    OrderedJson&) {
+    if (depth > 16) throw TooDeep{};
+    return true;
+  };
   try {
-    return OrderedJson::parse(ReadFileText(file));
+    return OrderedJson::parse(ReadFileText(file), bounded);
   } catch (const nlohmann::json::exception&) {
+    return std::nullopt;
+  } catch (const TooDeep&) {
     return std::nullopt;
   }
 }

@@ -336,6 +336,23 @@ TEST_F(SweepCommandTest, CommandLineSetsApplyToEveryPointLast) {
   EXPECT_THAT(bad.err, HasSubstr("--set: seed: "));
 }
 
+// A point folder holding a summary.json of 100,000 nested brackets (not feather's) is neither a
+// crash (the recursive dump of its scenario overflowed the stack) nor replaced: that point fails.
+TEST_F(SweepCommandTest, ADeeplyNestedSummaryIsNotACrash) {
+  const fs::path out = dir_ / "out";
+  const fs::path sweep = WriteSweep("[20]");
+  ASSERT_EQ(RunFeather({"sweep", sweep.string(), "--out", out.string()}).exit_code, 0);
+  fs::path point;
+  for (const auto& entry : fs::directory_iterator(out / "points")) point = entry.path();
+  const std::string bomb =
+      "{\"scenario\": " + std::string(100000, '[') + std::string(100000, ']') + "}";
+  WriteFile(point / "summary.json", bomb);
+  const RunResult run = RunFeather({"sweep", sweep.string(), "--out", out.string()});
+  EXPECT_EQ(run.exit_code, 1) << run.err;
+  EXPECT_THAT(run.err, HasSubstr("does not hold a feather run"));
+  EXPECT_EQ(ReadFile(point / "summary.json"), bomb);
+}
+
 TEST_F(SweepCommandTest, AStaleFinishedPointRunsAgain) {
   const fs::path out = dir_ / "out";
   ASSERT_EQ(RunFeather({"sweep", WriteSweep("[20]").string(), "--out", out.string()}).exit_code, 0);
