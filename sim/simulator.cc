@@ -419,8 +419,8 @@ void Simulator::CompleteStep(const BatchPlan& plan, const StepTiming& timing,
   Timed([&] { policy_.OnStepExecuted(feedback); });
 }
 
-SimResult Simulator::Run(const std::function<void(const SimProgress&)>& progress,
-                         uint64_t progress_every_steps) {
+std::optional<SchedulePlan> Simulator::Schedule() {
+  FEATHER_CHECK(!awaiting_completion_, "Schedule() called twice without Complete()");
   const size_t total = workload_.size();
   while (finished_ + rejected_ < total) {
     if (config_.max_sim_ns > 0 && now_ns_ >= config_.max_sim_ns) break;
@@ -457,21 +457,39 @@ SimResult Simulator::Run(const std::function<void(const SimProgress&)>& progress
     }
     pending_scheduler_ns_ = 0;
     now_ns_ += scheduler_ns;
-    const BatchPlan plan = BuildPlan();
-    const StepTiming timing = engine_.Execute(plan);
-    CompleteStep(plan, timing, scheduler_ns, RewardStepNs(plan, timing));
-    if (progress && records_.steps.size() % progress_every_steps == 0) {
-      progress(SimProgress{now_ns_, records_.steps.size(), finished_, total});
-    }
+    awaiting_completion_ = true;
+    return SchedulePlan{BuildPlan(), scheduler_ns, admitted_this_step_};
   }
+  return std::nullopt;
+}
+
+void Simulator::Complete(const SchedulePlan& plan, const StepTiming& timing) {
+  FEATHER_CHECK(awaiting_completion_, "Complete() without a plan from Schedule()");
+  awaiting_completion_ = false;
+  CompleteStep(plan.batch, timing, plan.scheduler_ns, RewardStepNs(plan.batch, timing));
+}
+
+SimResult Simulator::TakeResult() {
   SimResult result;
-  result.complete = finished_ + rejected_ == total;
+  result.complete = finished_ + rejected_ == workload_.size();
   result.summary = Summarize();
   result.records = std::move(records_);
   std::sort(unservable_.begin(), unservable_.end(),
             [](const UnservableRequest& a, const UnservableRequest& b) { return a.id < b.id; });
   result.unservable = std::move(unservable_);
   return result;
+}
+
+SimResult Simulator::Run(const std::function<void(const SimProgress&)>& progress,
+                         uint64_t progress_every_steps) {
+  const size_t total = workload_.size();
+  while (const std::optional<SchedulePlan> plan = Schedule()) {
+    Complete(*plan, engine_.Execute(plan->batch));
+    if (progress && records_.steps.size() % progress_every_steps == 0) {
+      progress(SimProgress{now_ns_, records_.steps.size(), finished_, total});
+    }
+  }
+  return TakeResult();
 }
 
 RunSummary Simulator::Summarize() const {

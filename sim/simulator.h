@@ -74,6 +74,15 @@ struct UnservableRequest {
   uint64_t limit = 0;   // the cache's blocks, or max_num_batched_tokens
 };
 
+// One step as the scheduler formed it (steps 1-3 above), before an engine runs it: the seam
+// between scheduling and running. `batch`'s spans point into the simulator and stay valid until
+// Complete() returns.
+struct SchedulePlan {
+  BatchPlan batch;
+  int64_t scheduler_ns = 0;  // scheduler time charged before the step (already added to now)
+  uint32_t admitted = 0;     // requests admitted while forming this batch
+};
+
 struct SimResult {
   RunRecords records;
   RunSummary summary;
@@ -102,6 +111,18 @@ class Simulator {
   // cheap: an atomic load, a clock read).
   [[nodiscard]] SimResult Run(const std::function<void(const SimProgress&)>& progress = {},
                               uint64_t progress_every_steps = 1);
+
+  // The same loop one step at a time, for a caller that runs the step itself (another engine, a
+  // conformance harness that feeds the step to vLLM's scheduler too): Run() is
+  //   while (auto plan = Schedule()) Complete(*plan, engine.Execute(plan->batch));
+  //   return TakeResult();
+  // Schedule() advances time to the step (arrivals, idle gaps, scheduler time) and returns its
+  // plan, or nullopt when every request finished or was rejected, or a limit was hit. Complete()
+  // takes the plan with the step's timing (steps 4: tokens, finishes, the policy's reward); the
+  // two alternate. TakeResult() ends the run (the simulator is spent).
+  [[nodiscard]] std::optional<SchedulePlan> Schedule();
+  void Complete(const SchedulePlan& plan, const StepTiming& timing);
+  [[nodiscard]] SimResult TakeResult();
 
  private:
   enum class Phase : uint8_t { kNotArrived, kWaiting, kRunning, kFinished, kRejected };
@@ -179,6 +200,7 @@ class Simulator {
   uint64_t waiting_at_last_arrival_ = 0;
   bool last_arrived_ = false;
   bool waiting_recorded_ = false;
+  bool awaiting_completion_ = false;  // Schedule() returned a plan Complete() has not taken
   uint32_t admitted_this_step_ = 0;
   uint32_t prefill_requests_this_step_ = 0;
 };

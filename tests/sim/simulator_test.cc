@@ -508,6 +508,54 @@ TEST(SimulatorTest, StepRecordsCarryThePlansCommonPrefix) {
   EXPECT_GE(recorded_max, engine.max_common_prefix);
 }
 
+// Schedule / Complete / TakeResult, driven by hand, is Run(): the seam a conformance harness or
+// another engine steps through gives the same records bit for bit.
+TEST(SimulatorTest, SteppingByHandIsRun) {
+  const Workload w = MakeWorkload(60, 3, 96, 32, 12, 200'000);
+  ServingConfig c = SmallConfig();
+  c.kv_cache_blocks = 48;  // preemptions
+  for (const char* stop : {"always", "bandit"}) {
+    SCOPED_TRACE(stop);
+    std::unique_ptr<CandidateSelector> s1 = MakeSelector("cht");
+    std::unique_ptr<StopPolicy> p1 = MakeStopPolicy(stop);
+    ConstantEngine e1;
+    const SimResult run = Simulator(c, w, *s1, *p1, e1).Run();
+
+    std::unique_ptr<CandidateSelector> s2 = MakeSelector("cht");
+    std::unique_ptr<StopPolicy> p2 = MakeStopPolicy(stop);
+    ConstantEngine e2;
+    Simulator stepped(c, w, *s2, *p2, e2);
+    size_t steps = 0;
+    uint64_t admitted = 0;
+    while (const std::optional<SchedulePlan> plan = stepped.Schedule()) {
+      ASSERT_GT(plan->batch.num_requests(), 0u);
+      admitted += plan->admitted;
+      stepped.Complete(*plan, e2.Execute(plan->batch));
+      ++steps;
+    }
+    const SimResult by_hand = stepped.TakeResult();
+    ExpectConservation(by_hand, w);
+    EXPECT_GT(by_hand.summary.preemptions, 0u);
+    ASSERT_EQ(steps, run.records.steps.size());
+    EXPECT_EQ(by_hand.summary.steps, run.summary.steps);
+    EXPECT_EQ(by_hand.summary.duration_s, run.summary.duration_s);
+    uint64_t recorded_admitted = 0;
+    for (size_t i = 0; i < steps; ++i) {
+      const StepRecord& a = run.records.steps[i];
+      const StepRecord& b = by_hand.records.steps[i];
+      EXPECT_EQ(a.start_ns, b.start_ns) << i;
+      EXPECT_EQ(a.step_ns, b.step_ns) << i;
+      EXPECT_EQ(a.batch_size, b.batch_size) << i;
+      EXPECT_EQ(a.common_prefix_tokens, b.common_prefix_tokens) << i;
+      recorded_admitted += b.admitted;
+    }
+    EXPECT_EQ(admitted, recorded_admitted);
+    for (size_t i = 0; i < w.size(); ++i) {
+      EXPECT_EQ(run.records.requests[i].finish_ns, by_hand.records.requests[i].finish_ns) << i;
+    }
+  }
+}
+
 // The CLI polls SIGINT/SIGTERM in the progress callback: by default it runs after every step,
 // so a run whose steps cost seconds of scheduler CPU still stops within one step.
 TEST(SimulatorTest, ProgressIsReportedAfterEveryStepByDefault) {
