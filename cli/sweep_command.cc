@@ -17,7 +17,6 @@
 #include <filesystem>
 #include <fstream>
 #include <iomanip>
-#include <map>
 #include <optional>
 #include <ostream>
 #include <sstream>
@@ -177,25 +176,10 @@ SweepLayout ReadSweepJson(const fs::path& path) {
   return layout;
 }
 
-// The point's summary.json, or nothing when it is absent or unreadable.
+// The point's summary.json, or nothing when it is absent, unreadable or not a summary of
+// feather's (sim/run_output.h ReadSummaryJson, which bounds its nesting).
 std::optional<OrderedJson> ReadSummary(const fs::path& point_dir) {
-  const fs::path file = point_dir / "summary.json";
-  if (!fs::is_regular_file(file)) return std::nullopt;
-  // A summary nests a few levels; a deeper file is not one of feather's (and must not reach the
-  // recursive dump() below, which a bracket bomb would overflow).
-  struct TooDeep {};
-  const OrderedJson::parser_callback_t bounded = [](int depth, OrderedJson::parse_event_t,
-                                                    OrderedJson&) {
-    if (depth > 16) throw TooDeep{};
-    return true;
-  };
-  try {
-    return OrderedJson::parse(ReadFileText(file), bounded);
-  } catch (const nlohmann::json::exception&) {
-    return std::nullopt;
-  } catch (const TooDeep&) {
-    return std::nullopt;
-  }
+  return ReadSummaryJson(point_dir.string());
 }
 
 // Finished for this scenario: summary.json exists and echoes the same scenario.
@@ -208,29 +192,6 @@ PointState StateOf(const fs::path& point_dir, const SweepPoint& point) {
   nlohmann::json echoed = nlohmann::json::parse((*summary)["scenario"].dump());
   echoed.erase("resolved");
   return echoed == point.scenario ? PointState::kFinished : PointState::kStale;
-}
-
-// Removes the temp and set-aside directories an interrupted `feather run` of these points left
-// (DIR.partial-<pid>, DIR.old-<pid>, see sim/run_output.h) when that process is gone.
-void RemoveStaleTemps(const fs::path& points_dir, const std::vector<std::string>& names) {
-  std::error_code error;
-  if (!fs::is_directory(points_dir, error)) return;
-  std::map<std::string, bool> mine;
-  for (const std::string& n : names) mine[n] = true;
-  for (const auto& entry : fs::directory_iterator(points_dir, error)) {
-    const std::string file = entry.path().filename().string();
-    for (const char* marker : {".partial-", ".old-"}) {
-      const size_t at = file.rfind(marker);
-      if (at == std::string::npos || !mine.count(file.substr(0, at))) continue;
-      const std::string pid_text = file.substr(at + std::strlen(marker));
-      char* end = nullptr;
-      const long pid = std::strtol(pid_text.c_str(), &end, 10);
-      if (pid_text.empty() || *end != '\0') continue;
-      if (pid > 0 && kill(static_cast<pid_t>(pid), 0) == 0) continue;  // still running here
-      std::error_code remove_error;
-      fs::remove_all(entry.path(), remove_error);
-    }
-  }
 }
 
 // Rows of every point of `layout`, looked up in `search` (the first folder holding it).
@@ -432,7 +393,8 @@ int RunSweep(const SweepCommandOptions& options, std::ostream& out) {
   WriteFileAtomically(dir / "sweep.json", SweepJson(spec, options, shard_text).dump(2) + "\n");
   std::vector<std::string> my_names;
   for (const size_t i : mine) my_names.push_back(spec.points[i].name);
-  RemoveStaleTemps(points_dir, my_names);
+  // Temps and set-aside folders an interrupted `feather run` of these points left behind.
+  RemoveStaleOutputTemps(points_dir.string(), my_names);
 
   std::vector<size_t> pending;
   size_t skipped = 0, stale = 0;

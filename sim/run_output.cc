@@ -5,6 +5,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstddef>
@@ -13,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <optional>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -153,31 +155,10 @@ void WriteTextFile(const fs::path& path, std::string_view text) {
 // Whether `dir` holds an earlier run's outputs: a summary.json that feather wrote (a JSON object
 // whose provenance names a feather_version). Only such a directory is replaced.
 bool HoldsFeatherRun(const fs::path& dir) {
-  constexpr std::uintmax_t kMaxSummaryBytes = std::uintmax_t{64} << 20;
-  const fs::path summary = dir / "summary.json";
-  std::error_code error;
-  if (!fs::is_regular_file(fs::symlink_status(summary, error))) return false;
-  const std::uintmax_t size = fs::file_size(summary, error);
-  if (error || size > kMaxSummaryBytes) return false;
-  std::ifstream in(summary, std::ios::binary);
-  std::string text(static_cast<size_t>(size), '\0');
-  if (!in.read(text.data(), static_cast<std::streamsize>(size))) return false;
-  // A summary nests a few levels deep; anything deeper is not one (and is not built at all).
-  struct TooDeep {};
-  const nlohmann::json::parser_callback_t bounded = [](int depth, nlohmann::json::parse_event_t,
-                                                       nlohmann::json&) {
-    if (depth > 16) throw TooDeep{};
-    return true;
-  };
-  nlohmann::json json;
-  try {
-    json = nlohmann::json::parse(text, bounded, /*allow_exceptions=*/false);
-  } catch (const TooDeep&) {
-    return false;
-  }
-  if (!json.is_object()) return false;
-  const auto provenance = json.find("provenance");
-  return provenance != json.end() && provenance->is_object() &&
+  const std::optional<OrderedJson> json = ReadSummaryJson(dir.string());
+  if (!json || !json->is_object()) return false;
+  const auto provenance = json->find("provenance");
+  return provenance != json->end() && provenance->is_object() &&
          provenance->contains("feather_version");
 }
 
@@ -345,16 +326,51 @@ std::string PartialOutputDir(const std::string& dir) {
   return (paths.parent / (paths.name + ".partial-" + std::to_string(::getpid()))).string();
 }
 
+std::optional<OrderedJson> ReadSummaryJson(const std::string& dir) {
+  constexpr std::uintmax_t kMaxSummaryBytes = std::uintmax_t{64} << 20;
+  constexpr int kMaxNesting = 16;  // a summary nests a few levels deep
+  const fs::path summary = fs::path(dir) / "summary.json";
+  std::error_code error;
+  if (!fs::is_regular_file(fs::symlink_status(summary, error))) return std::nullopt;
+  const std::uintmax_t size = fs::file_size(summary, error);
+  if (error || size > kMaxSummaryBytes) return std::nullopt;
+  std::ifstream in(summary, std::ios::binary);
+  std::string text(static_cast<size_t>(size), '\0');
+  if (!in.read(text.data(), static_cast<std::streamsize>(size))) return std::nullopt;
+  // Anything deeper is not a summary of feather's, and is not built at all (a bracket bomb would
+  // overflow the stack in a later recursive dump()).
+  struct TooDeep {};
+  const OrderedJson::parser_callback_t bounded = [](int depth, OrderedJson::parse_event_t,
+                                                    OrderedJson&) {
+    if (depth > kMaxNesting) throw TooDeep{};
+    return true;
+  };
+  try {
+    OrderedJson json = OrderedJson::parse(text, bounded, /*allow_exceptions=*/false);
+    if (json.is_discarded()) return std::nullopt;
+    return json;
+  } catch (const TooDeep&) {
+    return std::nullopt;
+  }
+}
+
 namespace {
 
 // "<name>.partial-<pid>" or "<name>.old-<pid>" (a temp or set-aside directory of WriteRunOutputs
-// for `name`): the pid, else 0.
-long TempOwnerPid(const std::string& file, const std::string& name) {
+// for `name`) with `name` one of `names`: the pid, else 0.
+long TempOwnerPid(const std::string& file, std::span<const std::string> names) {
   for (const char* marker : {".partial-", ".old-"}) {
-    const std::string prefix = name + marker;
-    if (file.size() <= prefix.size() || file.compare(0, prefix.size(), prefix) != 0) continue;
-    const std::string digits = file.substr(prefix.size());
-    if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) return 0;
+    const size_t at = file.rfind(marker);
+    if (at == std::string::npos) continue;
+    if (std::find(names.begin(), names.end(), std::string_view(file).substr(0, at)) ==
+        names.end()) {
+      continue;
+    }
+    const std::string digits = file.substr(at + std::strlen(marker));
+    if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos ||
+        digits.size() > 9) {
+      return 0;
+    }
     return std::strtol(digits.c_str(), nullptr, 10);
   }
   return 0;
@@ -377,14 +393,12 @@ bool HoldsOnlyRunFiles(const fs::path& dir) {
 
 }  // namespace
 
-size_t RemoveStaleOutputTemps(const std::string& dir) {
-  const OutputPaths paths = SplitOutputDir(dir);
+size_t RemoveStaleOutputTemps(const std::string& parent, std::span<const std::string> names) {
   std::error_code error;
-  if (paths.name.empty() || !fs::is_directory(paths.parent, error)) return 0;
+  if (names.empty() || !fs::is_directory(parent, error)) return 0;
   size_t removed = 0;
-  for (fs::directory_iterator it(paths.parent, error), end; !error && it != end;
-       it.increment(error)) {
-    const long pid = TempOwnerPid(it->path().filename().string(), paths.name);
+  for (fs::directory_iterator it(parent, error), end; !error && it != end; it.increment(error)) {
+    const long pid = TempOwnerPid(it->path().filename().string(), names);
     if (pid <= 0 || pid == static_cast<long>(::getpid())) continue;
     // Alive (or not ours to signal, EPERM): its owner may still be writing.
     if (::kill(static_cast<pid_t>(pid), 0) == 0 || errno != ESRCH) continue;
@@ -435,7 +449,7 @@ void PrepareOutputDir(const std::string& dir) {
   } else {
     ::rmdir(probe.c_str());
   }
-  RemoveStaleOutputTemps(dir);
+  RemoveStaleOutputTemps(paths.parent.string(), std::span<const std::string>(&name, 1));
 }
 
 void WriteRunOutputs(const std::string& dir, const RunRecords& records, const RunSummary& summary,

@@ -31,6 +31,8 @@
 
 #include <functional>
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <span>
 #include <string>
 
 #include "sim/run_records.h"
@@ -84,11 +86,18 @@ void WriteRunOutputs(const std::string& dir, const RunRecords& records, const Ru
 // again when it installs.
 void PrepareOutputDir(const std::string& dir);
 
-// Removes DIR.partial-<pid> and DIR.old-<pid> left by a `feather run` that was killed (SIGKILL,
-// a crash) before it could clean up: only where process <pid> no longer exists and the folder
-// holds nothing but summary.json / results.h5. Returns how many were removed. O(entries of the
-// parent directory).
-size_t RemoveStaleOutputTemps(const std::string& dir);
+// Removes, in the folder `parent`, the NAME.partial-<pid> and NAME.old-<pid> of every NAME in
+// `names` that a `feather run` killed before it could clean up (SIGKILL, a crash) left: only
+// where process <pid> no longer exists (not merely unsignalable) and the folder holds nothing but
+// summary.json / results.h5. `feather run` passes its one output folder, `feather sweep` its
+// points. Returns how many were removed. O(entries of `parent` + temps found × names).
+size_t RemoveStaleOutputTemps(const std::string& parent, std::span<const std::string> names);
+
+// DIR/summary.json of an earlier run, parsed; nullopt when it is absent, unreadable, not JSON,
+// over 64 MiB or nested deeper than 16 levels (then it is no summary of feather's, and a bracket
+// bomb never reaches a recursive dump()). The one reader of summaries that callers replace or
+// resume by (run's output folder, sweep's points).
+[[nodiscard]] std::optional<nlohmann::ordered_json> ReadSummaryJson(const std::string& dir);
 
 // Writes only results.h5 at `path`, replacing a file there. Not atomic: a failure throws and may
 // leave a partial file (WriteRunOutputs writes it inside its temp directory).

@@ -210,6 +210,27 @@ TEST_F(SweepOutputSafetyTest, AFolderOfTheUsersIsRefusedAndAnEarlierSweepIsResum
   EXPECT_THAT(again.err, HasSubstr("2 of 2 points already finished"));
 }
 
+// The sweep cleans its points' temps by the same rule as `run` (sim/run_output.h
+// RemoveStaleOutputTemps): a killed point's partial folder goes, a look-alike of the user's stays.
+TEST_F(SweepOutputSafetyTest, TempsOfAKilledPointAreRemovedButLookAlikesOfTheUserAreNot) {
+  const fs::path points = dir_ / "sweep-out" / "points";
+  fs::create_directories(points);
+  WriteFile(dir_ / "sweep-out" / "sweep.json", "{\"format_version\": 1, \"points\": []}\n");
+  const std::string dead = std::to_string(DeadPid());
+  const fs::path stale = points / ("seed=1.partial-" + dead);
+  const fs::path users = points / ("seed=2.old-" + dead);
+  fs::create_directories(stale);
+  fs::create_directories(users);
+  WriteFile(stale / "results.h5", "");
+  WriteFile(users / "draft.txt", "mine");
+  const RunResult run = RunFeather(
+      {"sweep", (dir_ / "sweep.yaml").string(), "--out", (dir_ / "sweep-out").string()});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_FALSE(fs::exists(stale));
+  EXPECT_EQ(ReadFile(users / "draft.txt"), "mine");
+  EXPECT_TRUE(fs::exists(points / "seed=1" / "summary.json"));
+}
+
 TEST_F(SweepOutputSafetyTest, AnUnknownKeyInVaryIsReportedAtItsLineInTheSweepFile) {
   WriteFile(dir_ / "bad.yaml",
             "base: base.yaml\n"           // line 1
