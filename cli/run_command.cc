@@ -21,6 +21,17 @@
 #include "sim/scenario_run.h"
 
 namespace feather {
+
+std::string FormatTime(double ms) {
+  char text[64];
+  if (ms < 10'000.0) {
+    std::snprintf(text, sizeof(text), "%.2f ms", ms);
+  } else {
+    std::snprintf(text, sizeof(text), "%.2f s", ms * 1e-3);
+  }
+  return text;
+}
+
 namespace {
 
 constexpr std::string_view kDefaultScenario = "scenarios/default.yaml";
@@ -34,10 +45,10 @@ Scenario LoadScenarioOrDefault(const std::string& path, const std::vector<std::s
 
 // One line on stderr when the profile was calibrated on another machine (the static facts of
 // hw/foreign_host.h: CPU model, count, L3; `validate` also probes the bandwidth).
-void WarnIfForeignProfile(const PreparedRun& prepared) {
+void WarnIfForeignProfile(const PreparedRun& prepared, const HostInfo& host) {
   if (!prepared.profile.measured_on) return;
-  const std::optional<std::string> why = ForeignHostDifference(
-      IdentityOf(*prepared.profile.measured_on), IdentityOf(ReadHostInfo()));
+  const std::optional<std::string> why =
+      ForeignHostDifference(IdentityOf(*prepared.profile.measured_on), IdentityOf(host));
   if (!why) return;
   std::fprintf(stderr,
                "feather: warning: profile %s was %s; its step times describe that machine "
@@ -47,8 +58,8 @@ void WarnIfForeignProfile(const PreparedRun& prepared) {
 
 // Provenance for summary.json: the build and the machine, without the date, so two runs of one
 // scenario and seed give byte-identical files.
-nlohmann::json SummaryProvenance() {
-  nlohmann::json provenance = ToJson(ReadHostInfo());
+nlohmann::json SummaryProvenance(const HostInfo& host) {
+  nlohmann::json provenance = ToJson(host);
   provenance.erase("date_utc");
   return provenance;
 }
@@ -77,18 +88,6 @@ class ProgressLine {
   bool printed_ = false;
   std::chrono::steady_clock::time_point last_;
 };
-
-// A time for a person: milliseconds below 10 s, seconds from there ("310.50 ms", "2889.53 s").
-// Every time line of the text summary goes through it.
-std::string FormatTime(double ms) {
-  char text[64];
-  if (ms < 10'000.0) {
-    std::snprintf(text, sizeof(text), "%.2f ms", ms);
-  } else {
-    std::snprintf(text, sizeof(text), "%.2f s", ms * 1e-3);
-  }
-  return text;
-}
 
 // The text summary of `feather run` (summary.json has the exact values).
 void PrintSummary(std::ostream& out, const RunSummary& s, const std::string& dir) {
@@ -142,7 +141,8 @@ void PrintSummary(std::ostream& out, const RunSummary& s, const std::string& dir
 int RunScenario(const RunCommandOptions& options, std::ostream& out) {
   const Scenario scenario = LoadScenarioOrDefault(options.scenario_path, options.overrides);
   const PreparedRun prepared = PrepareRun(scenario);
-  WarnIfForeignProfile(prepared);
+  const HostInfo host = ReadHostInfo();  // read once: the profile check and the provenance
+  WarnIfForeignProfile(prepared, host);
   const std::string dir = options.out_dir.empty() ? "out/" + scenario.name : options.out_dir;
   // A folder the outputs cannot go to is found now, not after the simulation.
   PrepareOutputDir(dir);
@@ -163,7 +163,7 @@ int RunScenario(const RunCommandOptions& options, std::ostream& out) {
   RunOutputMeta meta;
   meta.scenario = ScenarioToJson(scenario);
   meta.scenario["resolved"] = ResolvedRunJson(prepared);
-  meta.provenance = SummaryProvenance();
+  meta.provenance = SummaryProvenance(host);
   meta.engine = scenario.engine;
   meta.selector = scenario.selector;
   meta.stop_policy = scenario.stop;

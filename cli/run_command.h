@@ -34,6 +34,10 @@ struct RunCommandOptions {
 // Returns the process exit code. Throws InputError for bad input (the caller prints it).
 int RunScenarioCommand(const RunCommandOptions& options, std::ostream& out);
 
+// A time for a person, as every time line of the text summary prints it: milliseconds below
+// 10 s, seconds from there, two decimals ("310.50 ms", "2889.53 s").
+[[nodiscard]] std::string FormatTime(double ms);
+
 struct PretrainCommandOptions {
   std::string scenario_path;
   std::vector<std::string> overrides;

@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "cli/run_command.h"
 #include "tests/cli/cli_test_support.h"
 
 namespace feather {
@@ -283,16 +284,17 @@ TEST_F(RunCommandTest, ARunThatFinishesNothingExitsThree) {
   EXPECT_EQ(SummaryOf(dir_ / "short")["requests_finished"], 0);
 }
 
-// A time as the text summary prints it: ms below 10 s, s from there.
-std::string ExpectedTime(double ms) {
-  char text[64];
-  if (ms < 10'000.0) {
-    std::snprintf(text, sizeof(text), "%.2f ms", ms);
-  } else {
-    std::snprintf(text, sizeof(text), "%.2f s", ms * 1e-3);
-  }
-  return text;
+// The text summary's time format, on literal cases (the TTFT printed as 2889527.50 ms).
+TEST(FormatTimeTest, MillisecondsBelowTenSecondsSecondsFromThere) {
+  EXPECT_EQ(FormatTime(0), "0.00 ms");
+  EXPECT_EQ(FormatTime(310.5), "310.50 ms");
+  EXPECT_EQ(FormatTime(9'999.994), "9999.99 ms");
+  EXPECT_EQ(FormatTime(10'000), "10.00 s");
+  EXPECT_EQ(FormatTime(2'889'527.5), "2889.53 s");
 }
+
+// A time as the text summary prints it (the format is pinned by FormatTimeTest).
+std::string ExpectedTime(double ms) { return FormatTime(ms); }
 
 // The text summary's time lines, from summary.json's values.
 void ExpectTimeLines(const RunResult& run, const nlohmann::json& summary) {
