@@ -17,6 +17,7 @@
 #include "sim/scenario.h"
 #include "sim/trace_reader.h"
 #include "sim/yaml_map_reader.h"
+#include "tests/sim/input_error_test_support.h"
 
 namespace feather {
 namespace {
@@ -160,16 +161,7 @@ TEST(EmptyFileTest, ProfileAndModelNameLineOneAndTheFirstField) {
   }
 }
 
-// The rendered problems of the InputError `load` throws, one per line ("" when it throws none).
-template <typename Load>
-std::string ErrorOf(Load load) {
-  try {
-    load();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::ErrorOf;
 
 std::string Nested(size_t levels, bool closed = true) {
   return std::string(levels, '[') + (closed ? std::string(levels, ']') : "");

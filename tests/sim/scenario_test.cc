@@ -12,6 +12,7 @@
 
 #include "sim/embedded_files.h"
 #include "sim/input_error.h"
+#include "tests/sim/input_error_test_support.h"
 
 namespace feather {
 namespace {
@@ -174,16 +175,7 @@ TEST(ScenarioTest, EchoRoundTripsTheResolvedValues) {
   EXPECT_EQ(json.dump(), ScenarioToJson(s).dump());  // deterministic
 }
 
-// The message of the InputError `load` throws ("" when none).
-template <typename Load>
-std::string ErrorOf(Load load) {
-  try {
-    load();
-  } catch (const InputError& e) {
-    return e.what();
-  }
-  return "";
-}
+using test::ErrorOf;
 
 // A read that failed (EIO) or a directory read as an empty file: the built-in default scenario
 // ran with exit 0, and a profile directory was "empty".
