@@ -319,6 +319,17 @@ OutputPaths SplitOutputDir(const std::string& dir) {
   return paths;
 }
 
+// SplitOutputDir for a folder outputs will be written to: throws when its last component cannot
+// name one.
+OutputPaths UsableOutputPaths(const std::string& dir) {
+  OutputPaths paths = SplitOutputDir(dir);
+  const std::string& name = paths.name;
+  if (name.empty() || name == "." || name == ".." || name == "/") {
+    FailWrite(dir, "not a usable directory name");
+  }
+  return paths;
+}
+
 }  // namespace
 
 std::string PartialOutputDir(const std::string& dir) {
@@ -410,11 +421,8 @@ size_t RemoveStaleOutputTemps(const std::string& parent, std::span<const std::st
 }
 
 void PrepareOutputDir(const std::string& dir) {
-  const OutputPaths paths = SplitOutputDir(dir);
+  const OutputPaths paths = UsableOutputPaths(dir);
   const std::string& name = paths.name;
-  if (name.empty() || name == "." || name == ".." || name == "/") {
-    FailWrite(dir, "not a usable directory name");
-  }
   std::error_code error;
   const fs::file_status status = fs::symlink_status(paths.target, error);
   // ENOTDIR: an ancestor is a file, named below.
@@ -454,11 +462,7 @@ void PrepareOutputDir(const std::string& dir) {
 
 void WriteRunOutputs(const std::string& dir, const RunRecords& records, const RunSummary& summary,
                      const RunOutputMeta& meta, const std::function<void()>& checkpoint) {
-  const OutputPaths paths = SplitOutputDir(dir);
-  const std::string& name = paths.name;
-  if (name.empty() || name == "." || name == ".." || name == "/") {
-    FailWrite(dir, "not a usable directory name");
-  }
+  const OutputPaths paths = UsableOutputPaths(dir);
   std::error_code error;
   fs::create_directories(paths.parent, error);
   if (error) {
