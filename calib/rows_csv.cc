@@ -10,8 +10,8 @@
 #include <sstream>
 
 #include "calib/fit.h"
-#include "sim/input_error.h"
-#include "sim/yaml_map_reader.h"  // ReadTextFile
+#include "base/input_error.h"
+#include "base/input_text.h"
 
 namespace feather::calib {
 namespace {

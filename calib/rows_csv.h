@@ -9,12 +9,12 @@
 //                             a refit applies its own split by row position)
 //   requests, decode_requests, prefill_requests, new_tokens, sampled_tokens,
 //   cascade_prefix_tokens, decode_kv_tokens, decode_kv_unique_tokens, prefill_pairs,
-//   prefill_kv_tokens         the StepShape (sim/model_engine.h), finite and >= 0
+//   prefill_kv_tokens         the StepShape (sim/engine/model_engine.h), finite and >= 0
 //   measured_<term>_ns        each StepTerm's measured wall-clock ns (StepTermName order), >= 0
 //   measured_total_ns         the step's measured total, >= 0
 //   predicted_total_ns        the writing profile's prediction (informative; ignored on reading)
 // Doubles are written with 17 significant digits, so a written shape reads back bit for bit.
-// Reading reports every bad cell as FILE:LINE: COLUMN: message (InputError, sim/input_error.h);
+// Reading reports every bad cell as FILE:LINE: COLUMN: message (InputError, base/input_error.h);
 // a missing, unknown or repeated column is a problem of line 1. O(size of the file).
 #pragma once
 
@@ -24,7 +24,7 @@
 #include <string_view>
 #include <vector>
 
-#include "sim/model_engine.h"
+#include "sim/engine/model_engine.h"
 
 namespace feather::calib {
 

@@ -15,15 +15,16 @@
 #include <vector>
 
 #include "cli/atomic_file.h"
-#include "hw/bench_table.h"
+#include "calib/bench_table.h"
 #include "hw/cpu_engine.h"
 #include "hw/host_info.h"
 #include "hw/interleaved_passes.h"
 #include "hw/perf_counters.h"
 #include "hw/probes.h"
 #include "hw/synthetic_batch.h"
-#include "sim/model_config.h"
-#include "sim/scenario.h"
+#include "sim/engine/model_config.h"
+#include "sim/io/model_config_yaml.h"
+#include "sim/io/scenario.h"
 
 namespace feather {
 namespace {

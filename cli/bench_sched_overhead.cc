@@ -14,7 +14,7 @@
 
 #include "hw/host_info.h"
 #include "policies/selector_factory.h"
-#include "sim/synthetic_prompts.h"
+#include "sim/workload/synthetic_prompts.h"
 
 namespace feather {
 namespace {

@@ -26,10 +26,12 @@
 #include "hw/interleaved_passes.h"
 #include "hw/probes.h"
 #include "hw/synthetic_batch.h"
-#include "sim/device_profile.h"
-#include "sim/model_config.h"
-#include "sim/model_engine.h"
-#include "sim/scenario.h"
+#include "sim/engine/device_profile.h"
+#include "sim/engine/model_config.h"
+#include "sim/engine/model_engine.h"
+#include "sim/io/device_profile_yaml.h"
+#include "sim/io/model_config_yaml.h"
+#include "sim/io/scenario.h"
 
 namespace feather {
 namespace {

@@ -6,7 +6,7 @@
 
 #include "hw/cpu_engine.h"
 #include "hw/gemm.h"
-#include "sim/scenario_run.h"
+#include "sim/io/scenario_run.h"
 
 namespace feather {
 

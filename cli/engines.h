@@ -1,5 +1,5 @@
 // engines.h: registers the real engines this build has with the scenario engine registry
-// (sim/scenario_run.h), so a scenario's `engine: cpu` runs on hw::CpuEngine.
+// (sim/io/scenario_run.h), so a scenario's `engine: cpu` runs on hw::CpuEngine.
 //
 // sim/ must not link hw/; the program registers factories at startup instead. Call
 // RegisterBuiltinEngines() before preparing a run; it is idempotent and thread-safe (O(1) after

@@ -15,10 +15,10 @@
 #include "hw/foreign_host.h"
 #include "hw/host_info.h"
 #include "policies/stop_policy_io.h"
-#include "sim/embedded_files.h"
-#include "sim/run_output.h"
-#include "sim/scenario.h"
-#include "sim/scenario_run.h"
+#include "sim/io/embedded_files.h"
+#include "sim/io/run_output.h"
+#include "sim/io/scenario.h"
+#include "sim/io/scenario_run.h"
 
 namespace feather {
 

@@ -4,7 +4,7 @@
 //     Runs the scenario (the built-in default when no file is given) and writes DIR/summary.json
 //     and DIR/results.h5 atomically (default DIR: out/<scenario name>). Prints the headline
 //     metrics; progress goes to stderr when it is a terminal. DIR is checked before simulating
-//     (sim/run_output.h PrepareOutputDir): an existing DIR is replaced only when it holds an
+//     (sim/io/run_output.h PrepareOutputDir): an existing DIR is replaced only when it holds an
 //     earlier feather run or nothing; temps a killed run left next to it are removed.
 //   feather pretrain SCENARIO.yaml --steps N --out FILE [--set key=value]...
 //     Trains the scenario's stop policy for N engine steps (the workload is regenerated with the

@@ -34,7 +34,7 @@
 #include "cli/sweep_spec.h"
 #include "cli/sweep_table.h"
 #include "hw/host_info.h"
-#include "sim/run_output.h"
+#include "sim/io/run_output.h"
 
 namespace feather {
 namespace {
@@ -177,7 +177,7 @@ SweepLayout ReadSweepJson(const fs::path& path) {
 }
 
 // The point's summary.json, or nothing when it is absent, unreadable or not a summary of
-// feather's (sim/run_output.h ReadSummaryJson, which bounds its nesting).
+// feather's (sim/io/run_output.h ReadSummaryJson, which bounds its nesting).
 std::optional<OrderedJson> ReadSummary(const fs::path& point_dir) {
   return ReadSummaryJson(point_dir.string());
 }

@@ -11,10 +11,10 @@
 #include <set>
 #include <stdexcept>
 
-#include "sim/input_error.h"
-#include "sim/scenario.h"
-#include "sim/scenario_run.h"
-#include "sim/yaml_map_reader.h"
+#include "base/input_error.h"
+#include "sim/io/scenario.h"
+#include "sim/io/scenario_run.h"
+#include "sim/io/yaml_map_reader.h"
 
 namespace feather {
 namespace {

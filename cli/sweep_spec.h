@@ -3,7 +3,7 @@
 //
 // Use LoadSweepFile for `feather sweep SWEEP.yaml`: it reads the file, expands the points and
 // loads every point's scenario through the same override machinery as `feather run --set`
-// (sim/scenario.h), so a bad value is reported exactly as it would be there, but at the sweep
+// (sim/io/scenario.h), so a bad value is reported exactly as it would be there, but at the sweep
 // file's line: FILE:LINE: KEY: MESSAGE, every problem of every point in one InputError. Nothing
 // runs before the whole sweep is valid. Schema (scenarios/sweeps/README.md):
 //

@@ -14,8 +14,8 @@
 #include <stdexcept>
 #include <system_error>
 
-#include "sim/hdf5_table.h"
-#include "sim/yaml_map_reader.h"
+#include "sim/io/hdf5_table.h"
+#include "sim/io/yaml_map_reader.h"
 
 namespace feather {
 namespace {

@@ -13,7 +13,7 @@
 //
 // table.csv: RFC 4180 (a header line; cells with ',', '"' or a newline quoted), numbers as in
 // summary.json (shortest round trip), '\n' line ends.
-// table.h5 (sim/hdf5_table.h): root attributes format_version (1), kind ("feather sweep table")
+// table.h5 (sim/io/hdf5_table.h): root attributes format_version (1), kind ("feather sweep table")
 // and columns (JSON array, in order); one 1-D dataset per column under /table/<column>, one
 // element per row: int64 when every cell is an integer, float64 when every cell is a number or
 // empty (empty = NaN), else uint32 codes into the dataset's attribute `labels` (JSON array of

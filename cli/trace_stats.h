@@ -1,5 +1,5 @@
 // trace_stats.h: `feather trace-stats TRACE [--json] [--block-tokens N] [--limit N] [--bin-s S]`:
-// what a researcher needs to know about a Mooncake-format trace (sim/trace_reader.h) before
+// what a researcher needs to know about a Mooncake-format trace (sim/workload/trace_reader.h) before
 // replaying it.
 //
 // Reports: requests, duration (last − first arrival), mean rate and the rate over time (requests
@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/trace_reader.h"
+#include "sim/workload/trace_reader.h"
 
 namespace feather {
 

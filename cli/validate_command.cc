@@ -20,11 +20,12 @@
 #include "hw/foreign_host.h"
 #include "hw/host_info.h"
 #include "hw/probes.h"
-#include "sim/device_profile.h"
-#include "sim/model_engine.h"
-#include "sim/run_output.h"
-#include "sim/scenario.h"
-#include "sim/scenario_run.h"
+#include "sim/engine/device_profile.h"
+#include "sim/engine/model_engine.h"
+#include "sim/io/device_profile_yaml.h"
+#include "sim/io/run_output.h"
+#include "sim/io/scenario.h"
+#include "sim/io/scenario_run.h"
 
 namespace feather {
 namespace {

@@ -1,5 +1,5 @@
 // profile_fuzzer.cc: libFuzzer target for the device-profile and model-description loaders
-// (sim/device_profile.h, sim/model_config.h), which share the validating YAML reader.
+// (sim/engine/device_profile.h, sim/engine/model_config.h), which share the validating YAML reader.
 //
 // Input: YAML text, parsed both as a device profile and as a model description. Contract
 // checked: each parse either succeeds or throws InputError naming the file (never another
@@ -15,11 +15,13 @@
 #include <string_view>
 
 #include "base/check.h"
-#include "sim/device_profile.h"
-#include "sim/embedded_files.h"
-#include "sim/input_error.h"
-#include "sim/model_config.h"
-#include "sim/model_engine.h"
+#include "sim/engine/device_profile.h"
+#include "sim/io/device_profile_yaml.h"
+#include "sim/io/embedded_files.h"
+#include "base/input_error.h"
+#include "sim/engine/model_config.h"
+#include "sim/engine/model_engine.h"
+#include "sim/io/model_config_yaml.h"
 
 namespace {
 

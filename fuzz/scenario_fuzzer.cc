@@ -1,4 +1,4 @@
-// scenario_fuzzer.cc: libFuzzer target for the scenario loader (sim/scenario.h).
+// scenario_fuzzer.cc: libFuzzer target for the scenario loader (sim/io/scenario.h).
 //
 // Input: the scenario YAML, optionally followed by '\0'-separated `--set key=value` overrides.
 // Contract checked: loading either succeeds or throws InputError (never another exception, a
@@ -12,9 +12,9 @@
 #include <vector>
 
 #include "base/check.h"
-#include "sim/input_error.h"
-#include "sim/scenario.h"
-#include "sim/workload.h"
+#include "base/input_error.h"
+#include "sim/io/scenario.h"
+#include "sim/workload/workload.h"
 
 namespace {
 

@@ -1,5 +1,5 @@
 // trace_reader_fuzzer.cc: libFuzzer target for the Mooncake JSONL trace reader
-// (sim/trace_reader.h) and the trace replay that turns its records into a workload.
+// (sim/workload/trace_reader.h) and the trace replay that turns its records into a workload.
 //
 // Input: byte 0 chooses block_tokens (1..64), byte 1 the record limit (0..15, 0 = all); the rest
 // is the trace text. Contract checked: reading either succeeds or throws InputError naming the
@@ -16,9 +16,9 @@
 #include <string>
 
 #include "base/check.h"
-#include "sim/input_error.h"
-#include "sim/trace_reader.h"
-#include "sim/workload.h"
+#include "base/input_error.h"
+#include "sim/workload/trace_reader.h"
+#include "sim/workload/workload.h"
 
 namespace {
 

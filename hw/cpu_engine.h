@@ -28,9 +28,9 @@
 
 #include "hw/gemm.h"
 #include "hw/paged_kv.h"
-#include "sim/engine.h"
-#include "sim/model_config.h"
-#include "sim/model_engine.h"
+#include "sim/engine/engine.h"
+#include "sim/engine/model_config.h"
+#include "sim/engine/model_engine.h"
 
 namespace feather::hw {
 

@@ -17,7 +17,7 @@
 #include <string>
 
 #include "hw/host_info.h"
-#include "sim/device_profile.h"
+#include "sim/engine/device_profile.h"
 
 namespace feather {
 

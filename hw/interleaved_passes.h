@@ -15,7 +15,7 @@
 #include <functional>
 #include <vector>
 
-#include "sim/engine.h"
+#include "sim/engine/engine.h"
 
 namespace feather::hw {
 

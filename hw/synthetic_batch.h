@@ -7,7 +7,7 @@
 // prefix). MakeSyntheticBatch assigns physical block ids the way a paged KV cache would hand them
 // out (a group's prefix blocks once, private blocks per request; ids scattered over the pool by a
 // seeded permutation, as real engines scatter blocks) and fills every BatchPlan field exactly as
-// the serving loop does (sim/simulator.cc, Simulator::BuildPlan):
+// the serving loop does (sim/serving/simulator.cc, Simulator::BuildPlan):
 //   decode_requests, prefill_tokens          counts over the requests
 //   decode_kv_tokens        = Σ (context + 1) over decode requests
 //   decode_kv_unique_tokens = min(decode_kv_tokens, block_tokens · distinct blocks in the
@@ -29,7 +29,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "sim/engine.h"
+#include "sim/engine/engine.h"
 
 namespace feather::hw {
 

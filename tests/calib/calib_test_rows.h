@@ -10,10 +10,10 @@
 #include <random>
 #include <vector>
 
-#include "sim/device_profile.h"
-#include "sim/engine.h"
-#include "sim/model_config.h"
-#include "sim/model_engine.h"
+#include "sim/engine/device_profile.h"
+#include "sim/engine/engine.h"
+#include "sim/engine/model_config.h"
+#include "sim/engine/model_engine.h"
 
 namespace feather::calib::testing {
 

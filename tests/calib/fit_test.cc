@@ -11,8 +11,9 @@
 #include <string>
 #include <vector>
 
-#include "sim/device_profile.h"
-#include "sim/model_engine.h"
+#include "sim/engine/device_profile.h"
+#include "sim/engine/model_engine.h"
+#include "sim/io/device_profile_yaml.h"
 #include "tests/calib/calib_test_rows.h"
 
 namespace feather::calib {

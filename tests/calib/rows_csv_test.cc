@@ -9,9 +9,11 @@
 #include <vector>
 
 #include "calib/fit.h"
-#include "sim/device_profile.h"
-#include "sim/input_error.h"
-#include "sim/model_config.h"
+#include "sim/engine/device_profile.h"
+#include "base/input_error.h"
+#include "sim/engine/model_config.h"
+#include "sim/io/device_profile_yaml.h"
+#include "sim/io/model_config_yaml.h"
 
 namespace feather::calib {
 namespace {

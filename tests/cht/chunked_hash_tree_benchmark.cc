@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "cht/chunked_hash_tree.h"
-#include "sim/synthetic_prompts.h"
+#include "sim/workload/synthetic_prompts.h"
 
 namespace feather {
 namespace {

@@ -8,7 +8,8 @@
 #include <string>
 
 #include "calib/rows_csv.h"
-#include "sim/device_profile.h"
+#include "sim/engine/device_profile.h"
+#include "sim/io/device_profile_yaml.h"
 #include "tests/cli/cli_test_support.h"
 
 namespace feather {

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "sim/run_output.h"
+#include "sim/io/run_output.h"
 #include "tests/cli/cli_test_support.h"
 
 namespace feather {

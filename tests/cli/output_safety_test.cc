@@ -210,7 +210,7 @@ TEST_F(SweepOutputSafetyTest, AFolderOfTheUsersIsRefusedAndAnEarlierSweepIsResum
   EXPECT_THAT(again.err, HasSubstr("2 of 2 points already finished"));
 }
 
-// The sweep cleans its points' temps by the same rule as `run` (sim/run_output.h
+// The sweep cleans its points' temps by the same rule as `run` (sim/io/run_output.h
 // RemoveStaleOutputTemps): a killed point's partial folder goes, a look-alike of the user's stays.
 TEST_F(SweepOutputSafetyTest, TempsOfAKilledPointAreRemovedButLookAlikesOfTheUserAreNot) {
   const fs::path points = dir_ / "sweep-out" / "points";

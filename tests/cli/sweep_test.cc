@@ -21,7 +21,7 @@
 
 #include "cli/sweep_spec.h"
 #include "cli/sweep_table.h"
-#include "sim/input_error.h"
+#include "base/input_error.h"
 #include "tests/cli/cli_test_support.h"
 
 namespace feather {

@@ -1,5 +1,5 @@
 // sweep_unservable_test.cc: a sweep point whose `feather run` exits 3 (requests that can never be
-// served, sim/simulator.h) is a failed point: reported with the run's stderr line, no table, and
+// served, sim/serving/simulator.h) is a failed point: reported with the run's stderr line, no table, and
 // retried by a rerun rather than taken as finished from the summary.json it wrote; once the
 // scenario allows it (limits.allow_unservable) the table counts them in requests_unservable.
 #include <gmock/gmock.h>

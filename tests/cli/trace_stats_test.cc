@@ -14,7 +14,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "sim/trace_reader.h"
+#include "sim/workload/trace_reader.h"
 #include "tests/cli/cli_test_support.h"
 
 namespace feather {

@@ -28,8 +28,9 @@
 #include "hw/cpu_engine.h"
 #include "hw/gemm.h"
 #include "hw/synthetic_batch.h"
-#include "sim/embedded_files.h"
-#include "sim/model_config.h"
+#include "sim/io/embedded_files.h"
+#include "sim/engine/model_config.h"
+#include "sim/io/model_config_yaml.h"
 
 namespace feather::hw {
 namespace {

@@ -21,8 +21,9 @@
 #include <vector>
 
 #include "hw/synthetic_batch.h"
-#include "sim/model_config.h"
-#include "sim/model_engine.h"
+#include "sim/engine/model_config.h"
+#include "sim/engine/model_engine.h"
+#include "sim/io/model_config_yaml.h"
 #include "tests/cli/cli_test_support.h"
 
 namespace feather::hw {
@@ -320,7 +321,7 @@ TEST(CpuEngineTest, BlocksWrittenByOneRequestAreReadByAnother) {
 }
 
 // The serving loop lets a request hit prefix blocks that another request of the same step fills
-// (sim/simulator.cc, RegisterScheduledBlocks, as vLLM v1): its prefill must read them after they
+// (sim/serving/simulator.cc, RegisterScheduledBlocks, as vLLM v1): its prefill must read them after they
 // are written, whatever the order of the two in the plan.
 TEST(CpuEngineTest, APrefillReadsAPrefixWrittenInTheSameStep) {
   const ModelConfig model = TinyModel();

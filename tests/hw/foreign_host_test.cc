@@ -1,6 +1,7 @@
 // foreign_host_test.cc: telling a profile's machine from this one, fact by fact, with the
 // tolerances of hw/foreign_host.h; a fact either side lacks is never a difference.
 #include "hw/foreign_host.h"
+#include "sim/io/device_profile_yaml.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>

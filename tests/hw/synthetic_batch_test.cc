@@ -12,7 +12,7 @@
 #include <stdexcept>
 #include <vector>
 
-#include "sim/kv_cache.h"
+#include "sim/kv/kv_cache.h"
 
 namespace feather::hw {
 namespace {

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "base/rng.h"
-#include "sim/synthetic_prompts.h"
+#include "sim/workload/synthetic_prompts.h"
 
 namespace feather {
 namespace {

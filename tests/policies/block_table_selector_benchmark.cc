@@ -13,7 +13,7 @@
 #include <deque>
 
 #include "policies/block_table_selector.h"
-#include "sim/synthetic_prompts.h"
+#include "sim/workload/synthetic_prompts.h"
 
 namespace feather {
 namespace {

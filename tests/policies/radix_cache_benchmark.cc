@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "policies/radix_cache.h"
-#include "sim/synthetic_prompts.h"
+#include "sim/workload/synthetic_prompts.h"
 
 namespace feather {
 namespace {

@@ -14,7 +14,7 @@
 
 #include "base/check.h"
 #include "base/rng.h"
-#include "sim/synthetic_prompts.h"
+#include "sim/workload/synthetic_prompts.h"
 
 // Counts heap allocations so a test can assert that steady-state matching allocates nothing.
 namespace {

@@ -12,7 +12,7 @@
 
 #include "policies/selector_factory.h"
 #include "base/rng.h"
-#include "sim/synthetic_prompts.h"
+#include "sim/workload/synthetic_prompts.h"
 
 namespace feather {
 namespace {

@@ -1,0 +1,146 @@
+// device_profile.h: the hardware numbers the cost model reads, with where each came from.
+//
+// A DeviceProfile has one field per parameter of the step-time model (sim/engine/model_engine.h) and
+// of the KV pool size (KvCacheBlocks), and besides them only metadata (names, provenance, the
+// calibration sections), so that a calibration fit (calib/) can fill the fields one to one. Each
+// parameter carries its provenance: `spec` (a public datasheet figure), `assumed` (a typical value
+// no datasheet gives, to be replaced by calibration) or `measured` (written by calibration).
+// Shipped profiles: results/profiles/*.yaml (schema in results/profiles/README.md).
+//
+// ProfileParameters() lists the parameters in a fixed order with their valid ranges; the loader
+// and the writer (DeviceProfileToYaml) both walk that table. A profile written by calibration
+// also carries two optional sections: `measured_on` (machine, build, kernel variant) and `fit`
+// (the fit errors, overall and per cost-model term). Loading and writing are O(file size), and
+// ParseDeviceProfile(DeviceProfileToYaml(p)) == p for every profile the loader accepts.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace feather {
+
+enum class ParameterSource : uint8_t { kSpec, kAssumed, kMeasured };
+[[nodiscard]] std::string_view ParameterSourceName(ParameterSource source);  // spec|assumed|...
+
+inline constexpr size_t kNumProfileParameters = 18;
+
+// The `measured_on` section: where and how the measurements behind a calibrated profile ran.
+struct ProfileMeasuredOn {
+  std::string host;       // host name
+  std::string cpu_model;  // e.g. "AMD EPYC 7B13" (the host CPU also for a GPU calibration)
+  std::string date_utc;   // ISO 8601 UTC, exactly YYYY-MM-DDTHH:MM:SSZ
+  struct Build {
+    std::string compiler;    // e.g. "GNU 12.2.0"
+    std::string build_type;  // CMAKE_BUILD_TYPE, e.g. "Release"
+    std::string git_rev;     // short git revision, "unknown" outside git
+    friend bool operator==(const Build&, const Build&) = default;
+  } build;
+  std::string kernel_variant;  // e.g. "avx2+fma, openmp 2 threads, gemm=blas"
+  uint32_t threads = 1;        // threads the engine ran with (>= 1)
+  // The machine's identity beyond its CPU name, for telling a foreign host apart (two VMs of one
+  // family can differ 2x in bandwidth): 0 = not recorded (profiles written before 2026-11-24).
+  uint32_t usable_cpus = 0;          // CPUs of the calibrating process's affinity mask
+  uint64_t l3_cache_bytes = 0;       // last-level cache
+  double read_bw_bytes_per_s = 0;    // the host DRAM read probe (hw/probes.h) at calibration
+  friend bool operator==(const ProfileMeasuredOn&, const ProfileMeasuredOn&) = default;
+};
+
+// The `fit` section: how well the calibrated parameters reproduce the measured steps. MAPEs are
+// fractions (0.02 = 2%): mean |predicted − measured| / measured over the rows. The holdout MAPE
+// is present exactly when holdout rows are (rows the fit did not see).
+struct ProfileTermFit {
+  std::string term;  // StepTermName: gemm | decode_attention | cascade_prefix | ...
+  double mape = 0;   // on the rows the term was fitted on
+  std::optional<double> holdout_mape;
+  uint64_t rows = 0;  // fit rows that informed the term
+  uint64_t holdout_rows = 0;
+  friend bool operator==(const ProfileTermFit&, const ProfileTermFit&) = default;
+};
+struct ProfileFit {
+  double fit_mape = 0;  // of the whole step time (total_ns), on the fit rows
+  std::optional<double> holdout_mape;
+  uint64_t fit_rows = 0;
+  uint64_t holdout_rows = 0;
+  std::vector<ProfileTermFit> terms;  // the terms that had rows, in StepTerm order
+  friend bool operator==(const ProfileFit&, const ProfileFit&) = default;
+};
+
+// The terms `fit.terms` may name, in StepTerm order (kv_reuse is part of decode_attention for
+// calibration: a real engine cannot time it apart).
+[[nodiscard]] std::span<const std::string_view> ProfileFitTermNames();
+
+struct DeviceProfile {
+  std::string name;    // short name, e.g. "rtx6000-ada"
+  std::string device;  // marketing name of the device
+  std::string notes;
+  std::vector<std::string> provenance;  // sources of the figures (datasheets, calibration fits)
+
+  // --- Capacity (KvCacheBlocks) ---
+  double memory_bytes = 0;              // device memory capacity
+  double activation_reserve_bytes = 0;  // activations, CUDA graphs, workspaces: not KV
+
+  // --- Datasheet peaks ---
+  double dram_bw_bytes_per_s = 0;  // HBM / GDDR peak bandwidth
+  double dense_flops_per_s = 0;    // dense 16-bit tensor-core peak (FP32 accumulate)
+  double sm_count = 0;             // streaming multiprocessors (vLLM's cascade heuristic)
+
+  // --- Achieved fractions of the peaks ---
+  double gemm_bw_efficiency = 0;     // weight streaming of the linear layers
+  double gemm_flops_efficiency = 0;  // compute-bound linear layers
+  // Fixed cost of a linear-layer pass over 2 or more tokens, on the compute side of the GEMM
+  // roofline. CPU GEMM libraries (Eigen, OpenBLAS) repack every weight matrix on each call with
+  // m ≥ 2, while one token goes through GEMV and streams the weights once; 0 on GPUs. Optional
+  // in profile files (absent = 0).
+  double gemm_batched_fixed_ns = 0;
+  double attn_bw_efficiency = 0;     // attention KV reads and writes from DRAM
+  double attn_flops_efficiency = 0;  // compute-bound attention (prefill, cascade prefix pass)
+
+  // --- Reuse of shared KV blocks through L2 without cascade ---
+  double l2_bw_bytes_per_s = 0;  // effective bandwidth of KV reads served by L2
+  double reuse_hit_max = 0;      // fraction of in-window repeat reads that hit L2
+  double reuse_window_ctas = 0;  // decode-attention CTAs whose reads meet in L2 (a window)
+
+  // --- Cascade attention ---
+  double cascade_layer_ns = 0;                    // extra kernels (prefix pass, merge) per layer
+  double cascade_merge_ns_per_request_layer = 0;  // merge work per request and layer
+
+  // --- Fixed costs ---
+  double step_fixed_ns = 0;   // per step: input preparation, sampling, launch gaps
+  double layer_fixed_ns = 0;  // per layer and step: kernels outside CUDA graphs
+  double per_request_ns = 0;  // per request and step: bookkeeping, sampling, output
+
+  struct Origin {
+    ParameterSource source = ParameterSource::kAssumed;
+    std::string note;
+    friend bool operator==(const Origin&, const Origin&) = default;
+  };
+  std::array<Origin, kNumProfileParameters> origins{};  // in ProfileParameters() order
+
+  // --- Calibration metadata (absent in hand-written profiles) ---
+  std::optional<ProfileMeasuredOn> measured_on;
+  std::optional<ProfileFit> fit;
+
+  friend bool operator==(const DeviceProfile&, const DeviceProfile&) = default;
+};
+
+// One parameter of the profile: its YAML key, its field, and the range the loader enforces.
+struct ProfileParameterInfo {
+  std::string_view name;
+  double DeviceProfile::*field;
+  double min;
+  bool min_exclusive;  // true: value > min; false: value >= min
+  double max;          // inclusive
+  bool integer;
+  std::string_view meaning;
+  // Whether a profile file may leave the parameter out; it is then 0, source `assumed`.
+  bool optional = false;
+};
+[[nodiscard]] std::span<const ProfileParameterInfo> ProfileParameters();
+
+}  // namespace feather

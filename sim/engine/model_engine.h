@@ -1,0 +1,199 @@
+// model_engine.h: the cost model, an Engine that prices a step instead of running it.
+//
+// ModelEngine turns a BatchPlan into a StepTiming from a ModelConfig (bytes and FLOPs of the
+// model) and a DeviceProfile (what the device achieves). Execute is O(requests in the plan), does
+// not allocate, and is a pure function of the plan: the same plan gives the same timing.
+//
+// Notation. n = plan.total_new_tokens(); B = plan.decode_requests; R = plan.num_requests();
+// s = tokens that sample = B + number of prefill requests (an upper bound: a prefill chunk that
+// does not finish its prompt samples nothing); T, U = decode_kv_tokens, decode_kv_unique_tokens;
+// kv = KvBytesPerToken(); a = AttentionFlopsPerPair() = 4·heads·head_dim·layers. Profile fields
+// keep their names (sim/engine/device_profile.h). Each term is rounded to whole ns; total = Σ terms.
+//
+// kGemm — roofline of the linear layers:
+//   max( StepWeightBytes / (dram_bw · gemm_bw_efficiency),
+//        (n · LinearFlopsPerToken + s · LmHeadFlopsPerToken) / (dense_flops · gemm_flops_eff)
+//        + [n ≥ 2] · gemm_batched_fixed_ns )
+//   gemm_batched_fixed_ns is 0 on GPUs. On the CPU it is the weight repacking that Eigen's and
+//   OpenBLAS's GEMMs do on every call with 2+ rows (one token goes through GEMV, which streams
+//   the weights once): measured on cpu-small, 1 token 8.5 ms, 2 tokens 22 ms, then +0.67 ms a
+//   token (results/profiles/cpu-rows.csv).
+//   Flat while the weight stream dominates, then linear in n past the knee
+//   n* ≈ StepWeightBytes·dense_flops·gemm_flops_eff / (dram_bw·gemm_bw_eff·2·params).
+//
+// Cascade decision — vLLM v1's FlashAttention backend, literally (use_cascade_attention and
+// GPUModelRunner's prefix-length clamp):
+//   P = min(common_prefix_tokens, min over requests of context_tokens), rounded down to a
+//   multiple of block_tokens. No cascade if P < 256 or R < 8. If heads == kv_heads (no GQA) or
+//   any request computes more than one token this step, cascade. Otherwise cascade iff
+//   ceil(heads·ceil(R/128) / sm_count) · ceil(P/128) <
+//   ceil(R·kv_heads·ceil((heads/kv_heads)/128) · ceil(P/128) / sm_count)   (CTA waves).
+//   ModelEngineOptions::cascade_attention = false models a vLLM run with it disabled.
+//
+// kCascadePrefix — one non-causal pass of all n query tokens over the P prefix tokens, then a
+// log-sum-exp merge:
+//   max( P·kv / (dram_bw · attn_bw_eff),  n·P·a / (dense_flops · attn_flops_eff) )
+//   + layers · (cascade_layer_ns + R · cascade_merge_ns_per_request_layer).
+//   The prefix is read from DRAM once per step. The pass is priced at full-device rates: vLLM
+//   calls it with num_splits = max_num_splits (0 = split the KV as needed to fill the SMs),
+//   although its decision heuristic above counts one CTA per (query head, 128-query tile).
+//
+// kDecodeAttention and kKvReuse — decode KV reads. Without cascade the reads are (T, U); with
+// cascade the prefix moved to kCascadePrefix and the suffix reads are (T − B·P, U − P).
+// Of T reads of U distinct tokens (c = T/U readers per token on average), which come from DRAM?
+// Flash-decoding runs a window of W = min(B, reuse_window_ctas / kv_heads) requests at a time
+// (one CTA per request and KV head); requests in one window stream their KV side by side, so a
+// block that several of them read comes from DRAM once and from L2 for the others. Across
+// windows L2 has long been overwritten (a window streams far more than L2 holds), so each window
+// that holds a reader of a token reads it from DRAM again. With the batch in random order, the
+// c readers of a token fall in h = w·(1 − (1 − 1/w)^c) of the w = B/W windows (h = 1 if w ≤ 1),
+// and of the c − h repeat reads a fraction reuse_hit_max hits L2:
+//   l2_tokens   = reuse_hit_max · U · (c − h)
+//   dram_tokens = T − l2_tokens
+//   kDecodeAttention = (dram_tokens + B) · kv / (dram_bw · attn_bw_eff)   (+B: new KV written)
+//   kKvReuse         = l2_tokens · kv / l2_bw
+// Why windows and not "unique KV vs L2 size": the paper (§B.1) finds no throughput drop when
+// the whole KV outgrows L2 and (Takeaway 3) little change from 2 to 20 prefix groups; what
+// matters is the KV that requests running close together in time touch. Here DRAM traffic is
+// U·h: each window reads each token present in it once, so more groups cost more DRAM reads
+// only as far as a window holds fewer readers of each; a wide window (the shipped profiles
+// assume 8 CTAs per SM) keeps 2 to 20 groups within ~25% of each other (Llama-3-8B, 500
+// requests of 10K tokens), and reuse fades as c → 1. Models without GQA (LongChat-13B:
+// kv_heads = heads = 40) get a 5× narrower window than Llama-3-8B (8 KV heads): less locality.
+//
+// kPrefillAttention — causal attention of each prefill chunk (n_i new tokens after c_i cached
+// ones; c_i − P when cascade took the prefix):
+//   max( Σ (c_i + 2·n_i)·kv / (dram_bw · attn_bw_eff),   (read context, write and read new KV)
+//        Σ n_i·(c_i + (n_i + 1)/2)·a / (dense_flops · attn_flops_eff) )
+//
+// kOverhead — step_fixed_ns + layers · layer_fixed_ns + R · per_request_ns.
+//
+// Not modelled: decode-attention FLOPs (≈ heads/kv_heads FLOP per KV byte, far below the
+// ridge), elementwise kernels (norms, RoPE, SiLU), GEMM wave quantization, and the L2 capacity
+// as such (see above); the assumed profile values absorb them until calibration.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string_view>
+
+#include "sim/engine/device_profile.h"
+#include "sim/engine/engine.h"
+#include "sim/engine/model_config.h"
+
+namespace feather {
+
+// vLLM v1 constants of the cascade decision (vllm/v1/attention/backends/flash_attn.py).
+inline constexpr uint32_t kCascadeMinPrefixTokens = 256;
+inline constexpr uint32_t kCascadeMinRequests = 8;
+inline constexpr uint32_t kCascadeTileTokens = 128;  // its q and kv tile sizes
+
+struct ModelEngineOptions {
+  bool cascade_attention = true;  // vLLM's --disable-cascade-attn sets this false
+};
+
+// The aggregate quantities of a step that the cost model prices (notation of the file comment),
+// after the cascade decision: with cascade, the prefix P has been taken out of the decode and
+// prefill sums. ShapeStep computes it from a plan; a real engine records it beside its measured
+// times so that calibration (calib/) can fit the profile with StepPricer on the same shapes.
+struct StepShape {
+  double requests = 0;                 // R
+  double decode_requests = 0;          // B
+  double prefill_requests = 0;         // requests computing a prompt chunk
+  double new_tokens = 0;               // n
+  double sampled_tokens = 0;           // s = B + prefill_requests
+  double cascade_prefix_tokens = 0;    // P when cascade runs, else 0
+  double decode_kv_tokens = 0;         // T − B·P
+  double decode_kv_unique_tokens = 0;  // U − P
+  double prefill_pairs = 0;            // Σ n_i·(c_i + (n_i + 1)/2) − P·Σ n_i
+  double prefill_kv_tokens = 0;        // Σ (c_i + 2·n_i) − P·prefill_requests
+  [[nodiscard]] bool cascade() const { return cascade_prefix_tokens > 0; }
+};
+
+// One step a real engine executed: its shape and what each term measured (wall-clock ns). The
+// rows calibration fits StepPricer to.
+struct MeasuredStep {
+  StepShape shape;
+  StepTiming measured;
+};
+
+// Summarizes a plan and takes vLLM's cascade decision (see the file comment; `sm_count` is the
+// profile's, the number of threads for a CPU). O(requests), no allocation.
+[[nodiscard]] StepShape ShapeStep(const BatchPlan& plan, const ModelConfig& model,
+                                  bool cascade_enabled, uint32_t sm_count);
+
+// Prices shapes with a profile: the formulas of the file comment. Construction folds the profile
+// and the model into per-unit costs; Terms is a few multiply-adds and a pow.
+//
+// Terms is the one place the formulas live: the simulator's Price rounds each term to whole ns,
+// the calibration fit (calib/fit.h) differentiates Terms numerically, where rounding would make
+// small parameter steps invisible.
+class StepPricer {
+ public:
+  StepPricer(const DeviceProfile& profile, const ModelConfig& model);
+  // Each term in ns, unrounded, indexed by StepTerm (all 0 for an empty shape).
+  [[nodiscard]] std::array<double, kNumStepTerms> Terms(const StepShape& shape) const;
+  // Terms rounded to whole ns; total_ns is the sum of the rounded terms.
+  [[nodiscard]] StepTiming Price(const StepShape& shape) const;
+
+ private:
+  double weight_stream_ns_ = 0;        // StepWeightBytes through DRAM
+  double linear_ns_per_token_ = 0;     // compute-bound linear layers, per token
+  double gemm_batched_fixed_ns_ = 0;   // compute side, steps of 2+ tokens
+  double lm_head_ns_per_token_ = 0;    // compute-bound LM head, per sampled token
+  double dram_ns_per_kv_token_ = 0;    // one token's KV (all layers) from DRAM
+  double l2_ns_per_kv_token_ = 0;      // one token's KV (all layers) from L2
+  double attn_ns_per_pair_ = 0;        // one (query, key) pair across all layers, at full rate
+  double reuse_window_requests_ = 1;   // reuse_window_ctas / kv_heads, at least 1
+  double reuse_hit_max_ = 0;
+  double cascade_fixed_ns_ = 0;        // layers · cascade_layer_ns
+  double cascade_ns_per_request_ = 0;  // layers · cascade_merge_ns_per_request_layer
+  double overhead_fixed_ns_ = 0;       // step_fixed_ns + layers · layer_fixed_ns
+  double per_request_ns_ = 0;
+};
+
+class ModelEngine final : public Engine {
+ public:
+  ModelEngine(const DeviceProfile& profile, const ModelConfig& model,
+              ModelEngineOptions options = {});
+
+  [[nodiscard]] std::string_view Name() const override { return "model"; }
+  [[nodiscard]] StepTiming Execute(const BatchPlan& plan) override;
+  [[nodiscard]] std::optional<int64_t> PriceDecodeOnly(const BatchPlan& decode_plan) override {
+    return Execute(decode_plan).total_ns;  // pricing has no side effects
+  }
+
+  [[nodiscard]] const DeviceProfile& profile() const { return profile_; }
+  [[nodiscard]] const ModelConfig& model() const { return model_; }
+
+ private:
+  DeviceProfile profile_;
+  ModelConfig model_;
+  ModelEngineOptions options_;
+  StepPricer pricer_;
+};
+
+// vLLM's use_cascade_attention for an already clamped common prefix (see the file comment).
+// `all_single_token` is true when every request of the step computes exactly one token.
+[[nodiscard]] bool VllmUsesCascade(uint32_t common_prefix_tokens, uint32_t num_requests,
+                                   bool all_single_token, uint32_t heads, uint32_t kv_heads,
+                                   uint32_t sm_count);
+
+// The DRAM / L2 split of `total_tokens` decode KV reads of `unique_tokens` distinct tokens by
+// `requests` requests in windows of `window_requests` (see the file comment). O(1).
+struct KvReadSplit {
+  double dram_tokens = 0;
+  double l2_tokens = 0;
+};
+[[nodiscard]] KvReadSplit SplitKvReads(double total_tokens, double unique_tokens, double requests,
+                                       double window_requests, double hit_max);
+
+// KV-cache pool size in blocks, as vLLM sizes it:
+//   floor((memory_bytes · memory_utilization − WeightBytes − activation_reserve_bytes)
+//         / (block_tokens · KvBytesPerToken)).
+// Throws std::invalid_argument when that is not positive (the model does not fit) or when
+// block_tokens is 0 or memory_utilization is outside (0, 1].
+[[nodiscard]] uint64_t KvCacheBlocks(const DeviceProfile& profile, const ModelConfig& model,
+                                     uint32_t block_tokens, double memory_utilization);
+
+}  // namespace feather

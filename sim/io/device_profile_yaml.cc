@@ -1,0 +1,348 @@
+// device_profile_yaml.cc: the YAML loader and writer for device profiles.
+//
+// The loader reads every field before it throws, so one InputError lists every problem of the
+// file (missing, mistyped, out of range, unknown or duplicate keys, bad `source`), each with its
+// 1-based line and dotted key path ("parameters.dram_bw_bytes_per_s.value"). The writer
+// (DeviceProfileToYaml) formats by hand: double-quoted strings, shortest round-trip numbers.
+#include "sim/io/device_profile_yaml.h"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdio>
+#include <sstream>
+#include <utility>
+
+#include "base/input_error.h"
+#include "sim/io/yaml_map_reader.h"
+
+namespace feather {
+namespace {
+
+using P = DeviceProfile;
+
+std::string FormatNumber(double value) {
+  std::ostringstream out;
+  out << value;
+  return out.str();
+}
+
+// Reads `parameters.<name>`: {value: X, source: spec|assumed|measured, note: "..."}.
+void ReadParameter(MapReader& parameters, const ProfileParameterInfo& info,
+                   DeviceProfile::Origin& origin, DeviceProfile& profile) {
+  const std::string name(info.name);
+  const YAML::Node node = parameters.Value(name, !info.optional);
+  if (!node.IsDefined()) {
+    if (info.optional) origin.note = "absent from the file: 0";
+    return;
+  }
+  if (!node.IsMap()) {
+    parameters.Add(node, name, "expected a map {value, source, note}, got " + Describe(node));
+    return;
+  }
+  MapReader entry(parameters.problems(), node, parameters.Join(name));
+  const YAML::Node value = entry.Value("value", true);
+  if (value.IsDefined()) {
+    const std::string text = value.IsScalar() ? value.Scalar() : std::string();
+    const std::optional<double> parsed = value.IsScalar() ? ParseReal(text) : std::nullopt;
+    if (!parsed) {
+      entry.Add(value, "value", "expected a number, got " + Describe(value));
+    } else {
+      const double number = *parsed;
+      const bool below = info.min_exclusive ? number <= info.min : number < info.min;
+      if (below || number > info.max) {
+        entry.Add(value, "value",
+                  "value " + text + " out of range: must be in " +
+                      (info.min_exclusive ? "(" : "[") + FormatNumber(info.min) + ", " +
+                      FormatNumber(info.max) + "] (" + std::string(info.meaning) + ")");
+      } else if (info.integer && number != std::floor(number)) {
+        entry.Add(value, "value", "value " + text + " must be an integer");
+      } else {
+        profile.*info.field = number;
+      }
+    }
+  }
+  const YAML::Node source = entry.Value("source", true);
+  if (source.IsDefined()) {
+    const std::string text = source.IsScalar() ? source.Scalar() : std::string();
+    if (text == "spec") {
+      origin.source = ParameterSource::kSpec;
+    } else if (text == "assumed") {
+      origin.source = ParameterSource::kAssumed;
+    } else if (text == "measured") {
+      origin.source = ParameterSource::kMeasured;
+    } else {
+      entry.Add(source, "source", "expected spec | assumed | measured, got " + Describe(source));
+    }
+  }
+  entry.String("note", origin.note, true);
+}
+
+// --- Calibration sections (measured_on, fit) ---
+
+constexpr int64_t kMaxRows = 1'000'000'000'000;
+constexpr double kMaxMape = 1e9;  // a fraction; any finite value >= 0 is an honest error
+
+// Exactly YYYY-MM-DDTHH:MM:SSZ with plausible field ranges (what hw/host_info.h writes).
+bool IsUtcTimestamp(const std::string& text) {
+  if (text.size() != 20) return false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    char expected = 'd';  // a digit
+    if (i == 4 || i == 7) expected = '-';
+    if (i == 10) expected = 'T';
+    if (i == 13 || i == 16) expected = ':';
+    if (i == 19) expected = 'Z';
+    if (expected == 'd' ? (c < '0' || c > '9') : c != expected) return false;
+  }
+  auto field = [&text](size_t at) { return (text[at] - '0') * 10 + (text[at + 1] - '0'); };
+  const int month = field(5), day = field(8), hour = field(11), minute = field(14);
+  const int second = field(17);
+  return month >= 1 && month <= 12 && day >= 1 && day <= 31 && hour <= 23 && minute <= 59 &&
+         second <= 60;
+}
+
+void ReadMeasuredOn(MapReader& root, DeviceProfile& profile) {
+  const std::optional<YAML::Node> node = root.Child("measured_on");
+  if (!node) return;
+  ProfileMeasuredOn m;
+  MapReader reader(root.problems(), *node, "measured_on");
+  reader.String("host", m.host, true);
+  reader.String("cpu_model", m.cpu_model, true);
+  reader.String("date_utc", m.date_utc, true);
+  if (!m.date_utc.empty() && !IsUtcTimestamp(m.date_utc)) {
+    reader.Add(reader.Value("date_utc"), "date_utc",
+               "expected an ISO 8601 UTC time YYYY-MM-DDTHH:MM:SSZ, got '" + m.date_utc + "'");
+  }
+  if (const std::optional<YAML::Node> build = reader.Child("build", true)) {
+    MapReader b(root.problems(), *build, reader.Join("build"));
+    b.String("compiler", m.build.compiler, true);
+    b.String("build_type", m.build.build_type, true);
+    b.String("git_rev", m.build.git_rev, true);
+  }
+  reader.String("kernel_variant", m.kernel_variant, true);
+  reader.Integer("threads", m.threads, 1, 1'000'000, true);
+  reader.Integer("usable_cpus", m.usable_cpus, 1, 1'000'000);
+  reader.Integer("l3_cache_bytes", m.l3_cache_bytes, 1, int64_t{1} << 50);
+  reader.Real("read_bw_bytes_per_s", m.read_bw_bytes_per_s, 0, 1e15, true);
+  profile.measured_on = std::move(m);
+}
+
+// `holdout_mape` must be present exactly when `holdout_rows` > 0 (a holdout error needs rows).
+// `holdout_rows` is -1 when it was missing or bad (then nothing more is said about it).
+void ReadHoldoutMape(MapReader& reader, int64_t holdout_rows, std::optional<double>& out) {
+  const YAML::Node node = reader.Value("holdout_mape", holdout_rows > 0);  // missing: a problem
+  if (!node.IsDefined() || node.IsNull()) return;
+  if (holdout_rows == 0) {
+    reader.Add(node, "holdout_mape", "must be absent when holdout_rows is 0");
+    return;
+  }
+  double value = -1;
+  reader.Real("holdout_mape", value, 0, kMaxMape);
+  if (value >= 0) out = value;
+}
+
+// Reads `<rows_key>` (>= min_rows) and `holdout_rows`, then `<mape_key>` and `holdout_mape`.
+void ReadRowsAndMapes(MapReader& reader, const std::string& rows_key, int64_t min_rows,
+                      uint64_t& rows, uint64_t& holdout_rows, const std::string& mape_key,
+                      double& mape, std::optional<double>& holdout_mape) {
+  int64_t count = -1;
+  reader.Integer(rows_key, count, min_rows, kMaxRows, true);
+  if (count >= 0) rows = static_cast<uint64_t>(count);
+  int64_t held = -1;
+  reader.Integer("holdout_rows", held, 0, kMaxRows, true);
+  if (held >= 0) holdout_rows = static_cast<uint64_t>(held);
+  reader.Real(mape_key, mape, 0, kMaxMape, false, true);
+  ReadHoldoutMape(reader, held, holdout_mape);
+}
+
+void ReadFit(MapReader& root, DeviceProfile& profile) {
+  const std::optional<YAML::Node> node = root.Child("fit");
+  if (!node) return;
+  ProfileFit fit;
+  MapReader reader(root.problems(), *node, "fit");
+  ReadRowsAndMapes(reader, "fit_rows", 1, fit.fit_rows, fit.holdout_rows, "fit_mape", fit.fit_mape,
+                   fit.holdout_mape);
+  // `terms: {}` (nothing fitted) is a valid, empty map; Child() would read it as absent.
+  const YAML::Node terms = reader.Value("terms", true);
+  if (terms.IsDefined() && !terms.IsNull() && !terms.IsMap()) {
+    reader.Add(terms, "terms", "expected a map of terms, got " + Describe(terms));
+  } else if (terms.IsMap()) {
+    MapReader term_reader(root.problems(), terms, reader.Join("terms"));
+    for (const std::string_view name : ProfileFitTermNames()) {  // StepTerm order, whatever the file's
+      const std::string key(name);
+      const std::optional<YAML::Node> term = term_reader.Child(key);
+      if (!term) continue;
+      ProfileTermFit t;
+      t.term = key;
+      MapReader entry(root.problems(), *term, term_reader.Join(key));
+      ReadRowsAndMapes(entry, "rows", 1, t.rows, t.holdout_rows, "mape", t.mape, t.holdout_mape);
+      fit.terms.push_back(std::move(t));
+    }
+  }
+  profile.fit = std::move(fit);
+}
+
+// --- Writer ---
+
+// The shortest text that from_chars reads back to the same double.
+std::string ExactNumber(double value) {
+  char buffer[64];
+  const auto [end, ec] = std::to_chars(buffer, buffer + sizeof buffer, value);
+  return ec == std::errc() ? std::string(buffer, end) : std::string("nan");
+}
+
+// A YAML double-quoted scalar: quotes, backslashes and control characters escaped.
+std::string Quote(std::string_view text) {
+  std::string out = "\"";
+  for (const char ch : text) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (ch == '"') {
+      out += "\\\"";
+    } else if (ch == '\\') {
+      out += "\\\\";
+    } else if (ch == '\n') {
+      out += "\\n";
+    } else if (ch == '\t') {
+      out += "\\t";
+    } else if (c < 0x20 || c == 0x7f) {
+      char escaped[8];
+      std::snprintf(escaped, sizeof escaped, "\\x%02X", static_cast<unsigned>(c));
+      out += escaped;
+    } else {
+      out += ch;
+    }
+  }
+  out += '"';
+  return out;
+}
+
+void WriteRowsAndMapes(std::string& out, const std::string& indent, const std::string& rows_key,
+                       uint64_t rows, uint64_t holdout_rows, const std::string& mape_key,
+                       double mape, const std::optional<double>& holdout_mape) {
+  out += indent + rows_key + ": " + std::to_string(rows) + "\n";
+  out += indent + "holdout_rows: " + std::to_string(holdout_rows) + "\n";
+  out += indent + mape_key + ": " + ExactNumber(mape) + "\n";
+  if (holdout_mape) out += indent + "holdout_mape: " + ExactNumber(*holdout_mape) + "\n";
+}
+
+}  // namespace
+
+DeviceProfile ParseDeviceProfile(std::string_view yaml_text, const std::string& display_name) {
+  const YAML::Node doc = ParseYaml(yaml_text, display_name);
+  if (doc.IsNull()) {  // an empty file, or only comments
+    throw InputError(display_name, 1, "name",
+                     "missing (required): the file is empty; a device profile is a YAML map with "
+                     "name, device, provenance and parameters");
+  }
+  if (!doc.IsMap()) {
+    throw InputError(display_name, std::max<uint32_t>(LineOf(doc), 1), "",
+                     "a device profile is a YAML map of keys, got " + Describe(doc));
+  }
+  YamlProblems problems(display_name);
+  DeviceProfile profile;
+  MapReader root(problems, doc, "");
+  root.String("name", profile.name, true);
+  root.String("device", profile.device, true);
+  root.String("notes", profile.notes, false);
+
+  const YAML::Node provenance = root.Value("provenance", true);
+  if (provenance.IsDefined()) {
+    if (!provenance.IsSequence() || provenance.size() == 0) {
+      root.Add(provenance, "provenance",
+               "expected a non-empty list of sources, got " + Describe(provenance));
+    } else {
+      for (size_t i = 0; i < provenance.size(); ++i) {
+        const YAML::Node item = provenance[i];
+        if (!item.IsScalar() || item.Scalar().empty()) {
+          root.Add(item, "provenance[" + std::to_string(i) + "]",
+                   "expected a non-empty string, got " + Describe(item));
+        } else {
+          profile.provenance.push_back(item.Scalar());
+        }
+      }
+    }
+  }
+
+  const YAML::Node parameters = root.Value("parameters", true);
+  if (parameters.IsDefined()) {
+    if (!parameters.IsMap()) {
+      root.Add(parameters, "parameters",
+               "expected a map of parameters, got " + Describe(parameters));
+    } else {
+      MapReader reader(problems, parameters, "parameters");
+      for (size_t i = 0; i < ProfileParameters().size(); ++i) {
+        ReadParameter(reader, ProfileParameters()[i], profile.origins[i], profile);
+      }
+    }
+  }
+  ReadMeasuredOn(root, profile);
+  ReadFit(root, profile);
+  root.Finish();
+  if (!problems.empty()) throw InputError(problems.Take());
+  return profile;
+}
+
+DeviceProfile LoadDeviceProfile(const std::string& path) {
+  return ParseDeviceProfile(ReadTextFile(path, "device profile"), path);
+}
+
+std::string DeviceProfileToYaml(const DeviceProfile& profile) {
+  std::string out =
+      "# Device profile written by DeviceProfileToYaml (sim/engine/device_profile.h); schema:\n"
+      "# results/profiles/README.md.\n";
+  out += "name: " + Quote(profile.name) + "\n";
+  out += "device: " + Quote(profile.device) + "\n";
+  if (!profile.notes.empty()) out += "notes: " + Quote(profile.notes) + "\n";
+  if (profile.provenance.empty()) {
+    out += "provenance: []\n";
+  } else {
+    out += "provenance:\n";
+    for (const std::string& source : profile.provenance) out += "  - " + Quote(source) + "\n";
+  }
+  if (const std::optional<ProfileMeasuredOn>& m = profile.measured_on) {
+    out += "measured_on:\n";
+    out += "  host: " + Quote(m->host) + "\n";
+    out += "  cpu_model: " + Quote(m->cpu_model) + "\n";
+    out += "  date_utc: " + Quote(m->date_utc) + "\n";
+    out += "  build:\n";
+    out += "    compiler: " + Quote(m->build.compiler) + "\n";
+    out += "    build_type: " + Quote(m->build.build_type) + "\n";
+    out += "    git_rev: " + Quote(m->build.git_rev) + "\n";
+    out += "  kernel_variant: " + Quote(m->kernel_variant) + "\n";
+    out += "  threads: " + std::to_string(m->threads) + "\n";
+    if (m->usable_cpus > 0) out += "  usable_cpus: " + std::to_string(m->usable_cpus) + "\n";
+    if (m->l3_cache_bytes > 0) {
+      out += "  l3_cache_bytes: " + std::to_string(m->l3_cache_bytes) + "\n";
+    }
+    if (m->read_bw_bytes_per_s > 0) {
+      out += "  read_bw_bytes_per_s: " + FormatNumber(m->read_bw_bytes_per_s) + "\n";
+    }
+  }
+  if (const std::optional<ProfileFit>& fit = profile.fit) {
+    out += "fit:\n";
+    WriteRowsAndMapes(out, "  ", "fit_rows", fit->fit_rows, fit->holdout_rows, "fit_mape",
+                      fit->fit_mape, fit->holdout_mape);
+    out += fit->terms.empty() ? "  terms: {}\n" : "  terms:\n";
+    for (const ProfileTermFit& t : fit->terms) {
+      out += "    " + t.term + ":\n";
+      WriteRowsAndMapes(out, "      ", "rows", t.rows, t.holdout_rows, "mape", t.mape,
+                        t.holdout_mape);
+    }
+  }
+  out += "parameters:\n";
+  for (size_t i = 0; i < ProfileParameters().size(); ++i) {
+    const ProfileParameterInfo& info = ProfileParameters()[i];
+    const DeviceProfile::Origin& origin = profile.origins[i];
+    out += "  " + std::string(info.name) + ":\n";
+    out += "    value: " + ExactNumber(profile.*info.field) + "\n";
+    out += "    source: " + std::string(ParameterSourceName(origin.source)) + "\n";
+    out += "    note: " + Quote(origin.note) + "\n";
+  }
+  return out;
+}
+
+
+}  // namespace feather

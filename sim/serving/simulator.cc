@@ -1,0 +1,560 @@
+// simulator.cc: the serving loop (see simulator.h for the step structure and vLLM v1 rules).
+#include "sim/serving/simulator.h"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+#include <string>
+#include <type_traits>
+
+#include "base/check.h"
+#include "policies/block_hash_table.h"
+
+namespace feather {
+namespace {
+
+double NsToS(int64_t ns) { return static_cast<double>(ns) * 1e-9; }
+double NsToMs(int64_t ns) { return static_cast<double>(ns) * 1e-6; }
+
+// The q-quantile (0..1) of `values` by nearest rank; `values` is reordered.
+double Quantile(std::vector<double>& values, double q) {
+  if (values.empty()) return 0.0;
+  const auto rank = static_cast<size_t>(std::ceil(q * static_cast<double>(values.size())));
+  const size_t index = std::min(values.size() - 1, rank == 0 ? 0 : rank - 1);
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(index),
+                   values.end());
+  return values[index];
+}
+
+uint64_t BlocksFor(uint64_t tokens, uint32_t block_tokens) {
+  return (tokens + block_tokens - 1) / block_tokens;
+}
+
+// The overload verdict of RunSummary::overloaded (see its comment for the definition).
+bool IsOverloaded(uint64_t requests, double arrival_span_s, bool reached_last_arrival,
+                  uint64_t waiting_at_last_arrival, double drain_s) {
+  if (requests < 2 || arrival_span_s <= 0 || !reached_last_arrival) return false;
+  return static_cast<double>(waiting_at_last_arrival) >= 0.2 * static_cast<double>(requests) &&
+         drain_s >= 0.2 * arrival_span_s;
+}
+
+}  // namespace
+
+std::string DescribeUnservable(std::span<const UnservableRequest> unservable,
+                               uint64_t total_requests) {
+  if (unservable.empty()) return {};
+  struct Group {
+    uint64_t count = 0;
+    uint64_t max_needed = 0;
+    uint64_t limit = 0;
+  };
+  std::array<Group, kNumUnservableReasons> groups{};
+  for (const UnservableRequest& u : unservable) {
+    Group& g = groups[static_cast<size_t>(u.reason)];
+    ++g.count;
+    g.max_needed = std::max(g.max_needed, u.needed);
+    g.limit = u.limit;
+  }
+  std::string line = std::to_string(unservable.size()) + " of " + std::to_string(total_requests) +
+                     " requests can never be served and were rejected: ";
+  bool first = true;
+  for (size_t r = 0; r < kNumUnservableReasons; ++r) {
+    const Group& g = groups[r];
+    if (g.count == 0) continue;
+    line += first ? "" : ", ";
+    first = false;
+    const std::string n = std::to_string(g.count);
+    const std::string need = std::to_string(g.max_needed);
+    const std::string limit = std::to_string(g.limit);
+    switch (static_cast<UnservableReason>(r)) {
+      case UnservableReason::kEmptyPrompt:
+        line += n + " have an empty prompt";
+        break;
+      case UnservableReason::kExceedsKvCache:
+        line += n + " need more KV blocks for prompt + output than the whole cache holds (up to " +
+                need + " blocks; the cache has " + limit + ")";
+        break;
+      case UnservableReason::kPromptOverBudget:
+        line += n + " have a prompt longer than the token budget with chunked prefill off (up to " +
+                need + " tokens; serving.max_num_batched_tokens " + limit + ")";
+        break;
+      case UnservableReason::kRecomputeOverBudget:
+        line += n + " were preempted and their recompute (prompt + output so far) exceeds the " +
+                "token budget with chunked prefill off (up to " + need +
+                " tokens; serving.max_num_batched_tokens " + limit + ")";
+        break;
+    }
+  }
+  constexpr size_t kShownIds = 5;
+  line += unservable.size() == 1 ? "; request " : "; requests ";
+  for (size_t i = 0; i < std::min(kShownIds, unservable.size()); ++i) {
+    line += (i == 0 ? "" : ", ") + std::to_string(unservable[i].id);
+  }
+  if (unservable.size() > kShownIds) {
+    line += " and " + std::to_string(unservable.size() - kShownIds) + " more";
+  }
+  return line;
+}
+
+Simulator::Simulator(const ServingConfig& config, const Workload& workload,
+                     CandidateSelector& selector, StopPolicy& policy, Engine& engine)
+    : config_(config),
+      workload_(workload),
+      selector_(selector),
+      policy_(policy),
+      engine_(engine),
+      kv_(KvCacheConfig{config.block_tokens, config.kv_cache_blocks, config.prefix_caching}) {
+  FEATHER_CHECK(config.kv_cache_blocks > 0, "kv_cache_blocks must be resolved before the run");
+  FEATHER_CHECK(config.max_num_batched_tokens > 0 && config.max_num_seqs > 0,
+                "serving limits must be positive");
+  const size_t n = workload.size();
+  state_.resize(n);
+  records_.requests.resize(n);
+  chain_offset_.resize(n + 1, 0);
+  for (size_t i = 0; i < n; ++i) {
+    const auto prompt = static_cast<uint32_t>(workload.prompts.Prompt(i).size());
+    state_[i].prompt_tokens = prompt;
+    state_[i].output_target = workload.output_tokens[i];
+    chain_offset_[i + 1] = chain_offset_[i] + prompt / config.block_tokens;
+    RequestRecord& record = records_.requests[i];
+    record.arrival_ns = workload.arrival_ns[i];
+    record.prompt_tokens = prompt;
+    record.prefix_group = workload.prompts.group[i];
+  }
+  // Block-hash chains of every prompt, computed once (vLLM hashes on arrival too).
+  chain_arena_.reserve(chain_offset_[n]);
+  const BlockHashTable hasher(BlockHashConfig{.block_tokens = config.block_tokens});
+  for (size_t i = 0; i < n; ++i) hasher.ComputeChain(workload.prompts.Prompt(i), chain_arena_);
+  FEATHER_CHECK(chain_arena_.size() == chain_offset_[n], "chain arena size mismatch");
+  running_.reserve(config.max_num_seqs);
+  plan_requests_.reserve(config.max_num_seqs);
+  decode_requests_.reserve(config.max_num_seqs);
+}
+
+std::span<const PrefixHash> Simulator::ChainOf(RequestId id) const {
+  return {chain_arena_.data() + chain_offset_[id], chain_arena_.data() + chain_offset_[id + 1]};
+}
+
+template <typename Fn>
+decltype(auto) Simulator::Timed(Fn&& fn) {
+  if (config_.scheduler_time != SchedulerTimeMode::kMeasured) return fn();
+  const auto start = std::chrono::steady_clock::now();
+  struct Charge {
+    int64_t& sink;
+    std::chrono::steady_clock::time_point start;
+    ~Charge() {
+      sink += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                  std::chrono::steady_clock::now() - start)
+                  .count();
+    }
+  } charge{pending_scheduler_ns_, start};
+  return fn();
+}
+
+std::optional<UnservableRequest> Simulator::UnservableOnArrival(RequestId id) const {
+  const RequestState& s = state_[id];
+  if (s.prompt_tokens == 0) {
+    return UnservableRequest{id, UnservableReason::kEmptyPrompt, 0, 0};
+  }
+  // The step that samples the last token holds KV for every token before it.
+  const uint64_t kv_tokens = uint64_t{s.prompt_tokens} + std::max<uint32_t>(s.output_target, 1) - 1;
+  const uint64_t blocks = BlocksFor(kv_tokens, config_.block_tokens);
+  if (blocks > config_.kv_cache_blocks) {
+    return UnservableRequest{id, UnservableReason::kExceedsKvCache, blocks,
+                             config_.kv_cache_blocks};
+  }
+  if (!config_.chunked_prefill && s.prompt_tokens > config_.max_num_batched_tokens) {
+    return UnservableRequest{id, UnservableReason::kPromptOverBudget, s.prompt_tokens,
+                             config_.max_num_batched_tokens};
+  }
+  return std::nullopt;
+}
+
+void Simulator::Reject(const UnservableRequest& rejected) {
+  state_[rejected.id].phase = Phase::kRejected;
+  unservable_.push_back(rejected);
+  ++rejected_;
+}
+
+void Simulator::DeliverArrivals() {
+  while (next_arrival_ < workload_.size() && workload_.arrival_ns[next_arrival_] <= now_ns_) {
+    const auto id = static_cast<RequestId>(next_arrival_++);
+    if (next_arrival_ == workload_.size()) last_arrived_ = true;
+    if (const std::optional<UnservableRequest> rejected = UnservableOnArrival(id)) {
+      Reject(*rejected);  // never reaches the selector, as vLLM refuses it in add_request
+      continue;
+    }
+    state_[id].phase = Phase::kWaiting;
+    const RequestInfo info{id, workload_.prompts.Prompt(id), workload_.prompts.group[id]};
+    Timed([&] { selector_.OnArrival(info); });
+  }
+}
+
+void Simulator::Preempt(RequestId victim) {
+  RequestState& s = state_[victim];
+  kv_.Free(victim);
+  s.computed_tokens = 0;
+  s.new_tokens = 0;
+  s.cached_blocks = 0;
+  s.phase = Phase::kWaiting;
+  FEATHER_DCHECK(!running_.empty() && running_.back() == victim, "victim must be the newest");
+  running_.pop_back();
+  Timed([&] { selector_.OnPreempt(victim); });
+  ++preemptions_;
+  ++records_.requests[victim].preemptions;
+}
+
+bool Simulator::ScheduleRunning(uint32_t& budget_tokens) {
+  bool preempted = false;
+  for (size_t i = 0; i < running_.size(); ++i) {
+    const RequestId id = running_[i];
+    RequestState& s = state_[id];
+    s.new_tokens = 0;
+    if (budget_tokens == 0) continue;
+    const uint32_t need = s.SequenceTokens() - s.computed_tokens;
+    if (!config_.chunked_prefill && need > budget_tokens) continue;
+    const uint32_t n = std::min(need, budget_tokens);
+    bool self_preempted = false;
+    while (!kv_.Allocate(id, ChainOf(id), s.SequenceTokens(), s.computed_tokens + n)) {
+      const RequestId victim = running_.back();
+      Preempt(victim);
+      preempted = true;
+      if (victim == id) {
+        self_preempted = true;
+        break;
+      }
+    }
+    if (self_preempted) break;
+    RegisterScheduledBlocks(id, n);
+    s.new_tokens = n;
+    budget_tokens -= n;
+  }
+  return preempted;
+}
+
+void Simulator::RegisterScheduledBlocks(RequestId id, uint32_t new_tokens) {
+  // Safe to hit in this step: a request that hits a block filled in this step is itself a
+  // prefill (a hit stops before the last prompt token), and engines write every prefill chunk's
+  // KV of a layer before prefill attention of that layer reads any (hw/cpu_engine.cc); and a
+  // request scheduled this step is never preempted later in it (victims come from the back of
+  // running_, not yet scheduled).
+  const RequestState& s = state_[id];
+  if (s.computed_tokens < s.prompt_tokens) {
+    kv_.RegisterPromptBlocks(id, ChainOf(id), s.computed_tokens + new_tokens);
+  }
+}
+
+void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
+  Timed([&] {
+    selector_.BeginRound();
+    policy_.BeginRound();
+  });
+  while (running_.size() < config_.max_num_seqs && budget_tokens > 0) {
+    const std::optional<Candidate> candidate = Timed([&] { return selector_.Next(); });
+    if (!candidate) break;
+    const RequestId id = candidate->id;
+    RequestState& s = state_[id];
+    const uint32_t sequence = s.SequenceTokens();
+    const uint32_t cached = kv_.LookupCachedTokens(ChainOf(id), sequence);
+    if (!config_.chunked_prefill && sequence > config_.max_num_batched_tokens) {
+      // Only a recompute can get here (a longer prompt is refused on arrival): vLLM V0 marks it
+      // FINISHED_IGNORED (prompt_limit); waiting for a prefix-cache hit could block the queue.
+      Timed([&] { selector_.OnCancel(id); });
+      Reject(
+          {id, UnservableReason::kRecomputeOverBudget, sequence, config_.max_num_batched_tokens});
+      continue;
+    }
+    const uint32_t need = sequence - cached;
+    if (!config_.chunked_prefill && need > budget_tokens) break;
+    const uint32_t n = std::min(need, budget_tokens);
+    {
+      StopContext context;
+      context.batch_size = static_cast<uint32_t>(running_.size());
+      context.admitted_this_round = admitted_this_step_;
+      context.signal = candidate->signal;
+      context.waiting = static_cast<uint32_t>(selector_.NumWaiting());
+      context.kv_used_blocks = kv_.NumUsedBlocks();
+      context.kv_total_blocks = kv_.num_blocks();
+      context.candidate_blocks = (sequence + config_.block_tokens - 1) / config_.block_tokens;
+      const StopDecision decision = Timed([&] { return policy_.Decide(context); });
+      // An empty batch always takes its first candidate: a step with nothing to run would only
+      // waste the engine (every policy of the paper admits into an empty batch anyway).
+      if (decision == StopDecision::kStop && !running_.empty()) break;
+    }
+    if (!kv_.Allocate(id, ChainOf(id), sequence, cached + n)) break;  // KV pool full
+    Timed([&] { selector_.Admit(id); });
+    if (records_.requests[id].preemptions == 0) admitted_prompt_tokens_ += s.prompt_tokens;
+    s.phase = Phase::kRunning;
+    s.computed_tokens = kv_.CachedTokens(id);
+    s.cached_blocks = s.computed_tokens / config_.block_tokens;
+    RegisterScheduledBlocks(id, n);
+    s.new_tokens = n;
+    budget_tokens -= n;
+    records_.requests[id].cached_tokens = s.computed_tokens;
+    running_.push_back(id);
+    ++admitted_this_step_;
+  }
+}
+
+BatchPlan Simulator::BuildPlan() {
+  plan_requests_.clear();
+  BatchPlan plan;
+  plan.block_tokens = config_.block_tokens;
+  uint64_t prefill_private_blocks = 0;
+  for (const RequestId id : running_) {
+    const RequestState& s = state_[id];
+    if (s.new_tokens == 0) continue;
+    StepRequest r;
+    r.id = id;
+    r.context_tokens = s.computed_tokens;
+    r.new_tokens = s.new_tokens;
+    r.is_prefill = !s.DecodesThisStep();
+    r.block_table = kv_.BlockTable(id);
+    if (r.is_prefill) {
+      plan.prefill_tokens += r.new_tokens;
+      prefill_private_blocks +=
+          r.block_table.size() - std::min<uint64_t>(r.block_table.size(), s.cached_blocks);
+    } else {
+      ++plan.decode_requests;
+      plan.decode_kv_tokens += uint64_t{r.context_tokens} + 1;
+    }
+    plan_requests_.push_back(r);
+  }
+  // Distinct KV behind the decode reads: every block in use, less the blocks that only prefill
+  // requests hold (their private, uncached blocks). Exact when prefill requests share nothing
+  // beyond their cache hits; a slight overestimate otherwise.
+  const uint64_t used_blocks = kv_.NumUsedBlocks();
+  const uint64_t decode_blocks = used_blocks - std::min(used_blocks, prefill_private_blocks);
+  plan.decode_kv_unique_tokens =
+      std::min(plan.decode_kv_tokens, decode_blocks * config_.block_tokens);
+  if (!running_.empty()) {
+    plan.common_prefix_tokens =
+        kv_.CommonPrefixBlocks(running_.front(), static_cast<uint32_t>(running_.size())) *
+        config_.block_tokens;
+  }
+  plan.requests = plan_requests_;
+  return plan;
+}
+
+void Simulator::FinishRequest(RequestId id) {
+  RequestState& s = state_[id];
+  kv_.Free(id);
+  Timed([&] { selector_.OnFinish(id); });
+  s.phase = Phase::kFinished;
+  records_.requests[id].finish_ns = now_ns_;
+  ++finished_;
+}
+
+int64_t Simulator::RewardStepNs(const BatchPlan& plan, const StepTiming& timing) {
+  if (!config_.reward_decode_only || plan.prefill_tokens == 0 || plan.decode_requests == 0) {
+    return timing.total_ns;
+  }
+  decode_requests_.clear();
+  for (const StepRequest& r : plan.requests) {
+    if (!r.is_prefill) decode_requests_.push_back(r);
+  }
+  BatchPlan decode_plan = plan;
+  decode_plan.requests = decode_requests_;
+  decode_plan.prefill_tokens = 0;
+  return engine_.PriceDecodeOnly(decode_plan).value_or(timing.total_ns);
+}
+
+void Simulator::CompleteStep(const BatchPlan& plan, const StepTiming& timing,
+                             int64_t scheduler_ns, int64_t reward_ns) {
+  StepRecord step;
+  step.start_ns = now_ns_;
+  step.common_prefix_tokens = plan.common_prefix_tokens;
+  step.step_ns = timing.total_ns;
+  step.scheduler_ns = scheduler_ns;
+  step.admitted = admitted_this_step_;
+  step.cascade_used = timing.cascade_used;
+  step.term_ns = timing.term_ns;
+  now_ns_ += timing.total_ns;
+
+  uint32_t batch_size = 0;
+  uint32_t produced = 0;
+  size_t keep = 0;
+  for (const RequestId id : running_) {
+    RequestState& s = state_[id];
+    if (s.new_tokens > 0) {
+      ++batch_size;
+      if (s.DecodesThisStep()) {
+        ++step.decode_tokens;
+      } else {
+        step.prefill_tokens += s.new_tokens;
+      }
+      s.computed_tokens += s.new_tokens;
+      s.new_tokens = 0;
+      if (s.computed_tokens == s.SequenceTokens()) {  // the step sampled a token
+        RequestRecord& record = records_.requests[id];
+        if (s.last_token_ns >= 0) {
+          token_gaps_ms_.push_back(static_cast<float>(NsToMs(now_ns_ - s.last_token_ns)));
+        }
+        if (record.first_token_ns < 0) record.first_token_ns = now_ns_;
+        s.last_token_ns = now_ns_;
+        ++s.generated;
+        record.output_tokens = s.generated;
+        ++produced;
+        if (s.generated >= s.output_target) {
+          FinishRequest(id);
+          continue;
+        }
+      }
+    }
+    running_[keep++] = id;
+  }
+  running_.resize(keep);
+
+  step.batch_size = batch_size;
+  step.waiting = static_cast<uint32_t>(selector_.NumWaiting());
+  step.kv_used_blocks = kv_.NumUsedBlocks();
+  records_.steps.push_back(step);
+  if (last_arrived_ && !waiting_recorded_) {
+    waiting_at_last_arrival_ = step.waiting;
+    waiting_recorded_ = true;
+  }
+
+  const StepFeedback feedback{batch_size, produced, reward_ns};
+  Timed([&] { policy_.OnStepExecuted(feedback); });
+}
+
+std::optional<SchedulePlan> Simulator::Schedule() {
+  FEATHER_CHECK(!awaiting_completion_, "Schedule() called twice without Complete()");
+  const size_t total = workload_.size();
+  while (finished_ + rejected_ < total) {
+    if (config_.max_sim_ns > 0 && now_ns_ >= config_.max_sim_ns) break;
+    if (config_.max_steps > 0 && records_.steps.size() >= config_.max_steps) break;
+    DeliverArrivals();
+    if (running_.empty() && selector_.NumWaiting() == 0) {
+      if (next_arrival_ >= total) break;  // nothing left (cannot happen with consistent counts)
+      now_ns_ = std::max(now_ns_, workload_.arrival_ns[next_arrival_]);
+      continue;
+    }
+    admitted_this_step_ = 0;
+    uint32_t budget_tokens = config_.max_num_batched_tokens;
+    const bool preempted = ScheduleRunning(budget_tokens);
+    if (!preempted) AdmitWaiting(budget_tokens);
+    if (running_.empty()) {
+      // Preemption emptied the batch (admission resumes next round), or admission rejected every
+      // waiting request. An empty batch with no preemption that still leaves a servable request
+      // waiting would loop here forever: every block is free, the budget whole, the stop policy
+      // overruled, so the arrival and recompute checks above must have caught it.
+      FEATHER_CHECK(preempted || selector_.NumWaiting() == 0,
+                    "an empty batch admitted nothing although requests wait");
+      continue;
+    }
+    int64_t scheduler_ns = 0;
+    switch (config_.scheduler_time) {
+      case SchedulerTimeMode::kMeasured:
+        scheduler_ns = pending_scheduler_ns_;
+        break;
+      case SchedulerTimeMode::kZero:
+        break;
+      case SchedulerTimeMode::kFixed:
+        scheduler_ns = config_.scheduler_fixed_ns;
+        break;
+    }
+    pending_scheduler_ns_ = 0;
+    now_ns_ += scheduler_ns;
+    awaiting_completion_ = true;
+    return SchedulePlan{BuildPlan(), scheduler_ns, admitted_this_step_};
+  }
+  return std::nullopt;
+}
+
+void Simulator::Complete(const SchedulePlan& plan, const StepTiming& timing) {
+  FEATHER_CHECK(awaiting_completion_, "Complete() without a plan from Schedule()");
+  awaiting_completion_ = false;
+  CompleteStep(plan.batch, timing, plan.scheduler_ns, RewardStepNs(plan.batch, timing));
+}
+
+SimResult Simulator::TakeResult() {
+  SimResult result;
+  result.complete = finished_ + rejected_ == workload_.size();
+  result.summary = Summarize();
+  result.records = std::move(records_);
+  std::sort(unservable_.begin(), unservable_.end(),
+            [](const UnservableRequest& a, const UnservableRequest& b) { return a.id < b.id; });
+  result.unservable = std::move(unservable_);
+  return result;
+}
+
+SimResult Simulator::Run(const std::function<void(const SimProgress&)>& progress,
+                         uint64_t progress_every_steps) {
+  const size_t total = workload_.size();
+  while (const std::optional<SchedulePlan> plan = Schedule()) {
+    Complete(*plan, engine_.Execute(plan->batch));
+    if (progress && records_.steps.size() % progress_every_steps == 0) {
+      progress(SimProgress{now_ns_, records_.steps.size(), finished_, total});
+    }
+  }
+  return TakeResult();
+}
+
+RunSummary Simulator::Summarize() const {
+  RunSummary summary;
+  summary.requests = workload_.size();
+  summary.requests_finished = finished_;
+  summary.requests_unservable = rejected_;
+  summary.admitted_prompt_tokens = admitted_prompt_tokens_;
+  summary.steps = records_.steps.size();
+  summary.preemptions = preemptions_;
+  summary.evictions = kv_.evictions();
+  const int64_t start_ns = workload_.size() > 0 ? workload_.arrival_ns.front() : 0;
+  summary.duration_s = NsToS(now_ns_ - start_ns);
+  const int64_t last_arrival_ns = workload_.size() > 0 ? workload_.arrival_ns.back() : 0;
+  summary.arrival_span_s = NsToS(last_arrival_ns - start_ns);
+  summary.waiting_at_last_arrival = waiting_at_last_arrival_;
+  summary.overloaded = IsOverloaded(summary.requests, summary.arrival_span_s, last_arrived_,
+                                    waiting_at_last_arrival_,
+                                    NsToS(std::max<int64_t>(0, now_ns_ - last_arrival_ns)));
+
+  std::vector<double> ttft_ms;
+  double latency_ms_sum = 0;
+  for (const RequestRecord& r : records_.requests) {
+    summary.output_tokens += r.output_tokens;
+    summary.cached_prompt_tokens += r.cached_tokens;
+    if (r.first_token_ns >= 0) ttft_ms.push_back(NsToMs(r.first_token_ns - r.arrival_ns));
+    if (r.finish_ns >= 0) latency_ms_sum += NsToMs(r.finish_ns - r.arrival_ns);
+  }
+  if (summary.duration_s > 0) {
+    summary.throughput_tok_s = static_cast<double>(summary.output_tokens) / summary.duration_s;
+  }
+  if (!ttft_ms.empty()) {
+    summary.mean_ttft_ms =
+        std::accumulate(ttft_ms.begin(), ttft_ms.end(), 0.0) / static_cast<double>(ttft_ms.size());
+    summary.p99_ttft_ms = Quantile(ttft_ms, 0.99);
+  }
+  if (finished_ > 0) summary.mean_latency_ms = latency_ms_sum / static_cast<double>(finished_);
+  if (!token_gaps_ms_.empty()) {
+    std::vector<double> gaps(token_gaps_ms_.begin(), token_gaps_ms_.end());
+    summary.mean_tbt_ms =
+        std::accumulate(gaps.begin(), gaps.end(), 0.0) / static_cast<double>(gaps.size());
+    summary.p99_tbt_ms = Quantile(gaps, 0.99);
+  }
+  uint64_t batch_sum = 0;
+  uint64_t cascade_steps = 0;
+  int64_t scheduler_ns = 0;
+  int64_t engine_ns = 0;
+  std::array<int64_t, kNumStepTerms> term_ns{};
+  for (const StepRecord& step : records_.steps) {
+    batch_sum += step.batch_size;
+    summary.prefill_tokens += step.prefill_tokens;
+    cascade_steps += step.cascade_used ? 1 : 0;
+    scheduler_ns += step.scheduler_ns;
+    engine_ns += step.step_ns;
+    for (size_t t = 0; t < kNumStepTerms; ++t) term_ns[t] += step.term_ns[t];
+  }
+  if (!records_.steps.empty()) {
+    const auto steps = static_cast<double>(records_.steps.size());
+    summary.mean_batch_size = static_cast<double>(batch_sum) / steps;
+    summary.cascade_step_fraction = static_cast<double>(cascade_steps) / steps;
+  }
+  summary.scheduler_cpu_s = NsToS(scheduler_ns);
+  summary.engine_busy_s = NsToS(engine_ns);
+  for (size_t t = 0; t < kNumStepTerms; ++t) summary.term_s[t] = NsToS(term_ns[t]);
+  return summary;
+}
+
+}  // namespace feather

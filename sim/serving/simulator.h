@@ -1,0 +1,208 @@
+// simulator.h: the discrete-event serving loop. Replays a Workload through a candidate selector,
+// a stop policy, a paged KV cache with prefix caching and an Engine, the way vLLM v1's scheduler
+// runs a step, and records what happened (sim/serving/run_records.h).
+//
+// One iteration = one engine step:
+//   1. requests that arrived by `now` enter the waiting queue (selector.OnArrival);
+//   2. running requests are scheduled first, oldest admission first: a decode token each, or the
+//      next chunk of an unfinished prefill, within the token budget. When the KV pool cannot
+//      grow a request's table, the most recently admitted running request is preempted by
+//      recompute (its blocks freed, back to the front of the waiting queue), as vLLM v1 does;
+//   3. if nothing was preempted, waiting requests are admitted the paper's BuildBatch way: the
+//      selector proposes, the stop policy answers Add or Stop, hard limits (max_num_seqs, token
+//      budget, KV blocks) stop admission regardless; an empty batch takes its first candidate
+//      even if the policy says Stop (the policy is still asked, so its counters see it);
+//   4. the scheduler's CPU time is charged (measured | zero | fixed), the engine prices or runs
+//      the step, tokens are produced, finished requests leave, and the stop policy gets the
+//      step's decode throughput as its reward: tokens sampled by the step over the step time
+//      (the authors' choice), or, with reward_decode_only, over the time the step's decode
+//      requests alone would take (Engine::PriceDecodeOnly), so that the prefill of a newly
+//      admitted prompt does not read as a slow step.
+// Time only advances by scheduler time and step time, or jumps to the next arrival when idle.
+//
+// A request that can never be served is rejected, never left waiting (vLLM refuses such a
+// request when it is added, or V0's scheduler marks it FINISHED_IGNORED when it comes up), and
+// the others are still served: an empty prompt, a prompt whose prompt + output tokens need more
+// KV blocks than the whole cache holds, or, with chunked prefill off, a prompt longer than the
+// token budget are rejected on arrival (they never reach the selector); with chunked prefill off,
+// a preempted request whose recompute (prompt + tokens generated so far) is longer than the
+// token budget is rejected when it next comes up for admission. Each is listed in
+// SimResult::unservable and counted in RunSummary::requests_unservable.
+//
+// Cost per step: O(running requests + admissions + finished requests), plus the selector's and
+// policy's own costs. Per-request state lives in flat arrays indexed by request id.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "policies/selector.h"
+#include "policies/stop_policy.h"
+#include "sim/engine/engine.h"
+#include "sim/kv/kv_cache.h"
+#include "sim/serving/run_records.h"
+#include "sim/serving/serving_config.h"
+#include "sim/workload/workload.h"
+
+namespace feather {
+
+struct SimProgress {
+  int64_t now_ns = 0;
+  uint64_t steps = 0;
+  uint64_t finished = 0;
+  uint64_t total = 0;
+};
+
+// Why a request can never be served (see the step structure above).
+enum class UnservableReason : uint8_t {
+  kEmptyPrompt,          // no prompt tokens
+  kExceedsKvCache,       // prompt + output tokens need more KV blocks than the cache holds
+  kPromptOverBudget,     // prompt longer than max_num_batched_tokens, chunked prefill off
+  kRecomputeOverBudget,  // after a preemption: prompt + generated tokens over the budget, ditto
+};
+inline constexpr size_t kNumUnservableReasons = 4;
+
+struct UnservableRequest {
+  RequestId id = kNoRequest;
+  UnservableReason reason = UnservableReason::kEmptyPrompt;
+  uint64_t needed = 0;  // KV blocks (kExceedsKvCache) or tokens (the budget reasons)
+  uint64_t limit = 0;   // the cache's blocks, or max_num_batched_tokens
+};
+
+// One step as the scheduler formed it (steps 1-3 above), before an engine runs it: the seam
+// between scheduling and running. `batch`'s spans point into the simulator and stay valid until
+// Complete() returns.
+struct SchedulePlan {
+  BatchPlan batch;
+  int64_t scheduler_ns = 0;  // scheduler time charged before the step (already added to now)
+  uint32_t admitted = 0;     // requests admitted while forming this batch
+};
+
+struct SimResult {
+  RunRecords records;
+  RunSummary summary;
+  std::vector<UnservableRequest> unservable;  // by request id
+  // Every request finished or was rejected as unservable (false when a time or step limit hit).
+  bool complete = false;
+};
+
+// One line for a user: how many requests can never be served, why (per reason, the largest need
+// and the limit) and the first five ids, e.g. "2 of 5 requests can never be served and were
+// rejected: 2 need more KV blocks for prompt + output than the whole cache holds (up to 251
+// blocks; the cache has 4); requests 0, 3". Empty when `unservable` is. O(unservable).
+[[nodiscard]] std::string DescribeUnservable(std::span<const UnservableRequest> unservable,
+                                             uint64_t total_requests);
+
+class Simulator {
+ public:
+  // The simulator borrows everything; `workload` must outlive Run(). kv_cache_blocks in
+  // `config` must be resolved (non-zero).
+  Simulator(const ServingConfig& config, const Workload& workload, CandidateSelector& selector,
+            StopPolicy& policy, Engine& engine);
+
+  // Runs until every request finished or a limit is hit. `progress`, when set, is called after
+  // every `progress_every_steps`-th step (default: every step, so that a CLI polling SIGINT in
+  // it reacts within one step even where a step costs a second of scheduler CPU; it must be
+  // cheap: an atomic load, a clock read).
+  [[nodiscard]] SimResult Run(const std::function<void(const SimProgress&)>& progress = {},
+                              uint64_t progress_every_steps = 1);
+
+  // The same loop one step at a time, for a caller that runs the step itself (another engine, a
+  // conformance harness that feeds the step to vLLM's scheduler too): Run() is
+  //   while (auto plan = Schedule()) Complete(*plan, engine.Execute(plan->batch));
+  //   return TakeResult();
+  // Schedule() advances time to the step (arrivals, idle gaps, scheduler time) and returns its
+  // plan, or nullopt when every request finished or was rejected, or a limit was hit. Complete()
+  // takes the plan with the step's timing (steps 4: tokens, finishes, the policy's reward); the
+  // two alternate. TakeResult() ends the run (the simulator is spent).
+  [[nodiscard]] std::optional<SchedulePlan> Schedule();
+  void Complete(const SchedulePlan& plan, const StepTiming& timing);
+  [[nodiscard]] SimResult TakeResult();
+
+ private:
+  enum class Phase : uint8_t { kNotArrived, kWaiting, kRunning, kFinished, kRejected };
+
+  struct RequestState {
+    uint32_t prompt_tokens = 0;
+    uint32_t output_target = 0;
+    uint32_t generated = 0;        // output tokens produced so far
+    uint32_t computed_tokens = 0;  // tokens whose KV is in the cache (hits included)
+    uint32_t new_tokens = 0;       // scheduled this step
+    uint32_t cached_blocks = 0;    // prefix-cache hit of the current admission, in blocks
+    int64_t last_token_ns = -1;
+    Phase phase = Phase::kNotArrived;
+    [[nodiscard]] uint32_t SequenceTokens() const { return prompt_tokens + generated; }
+    // This step's work is one decode token (else a prefill chunk, which may end in a token).
+    [[nodiscard]] bool DecodesThisStep() const {
+      return new_tokens == 1 && computed_tokens + 1 == SequenceTokens();
+    }
+  };
+
+  void DeliverArrivals();
+  // Step 2; returns true when a preemption happened.
+  bool ScheduleRunning(uint32_t& budget_tokens);
+  void AdmitWaiting(uint32_t& budget_tokens);
+  void Preempt(RequestId victim);
+  // Registers the prompt blocks a request's scheduled tokens fill (vLLM v1 caches them when it
+  // allocates them, not after the step), so a request scheduled later in the same step hits them.
+  void RegisterScheduledBlocks(RequestId id, uint32_t new_tokens);
+  // The reason a request arriving now can never be served, if any (arrival-time checks).
+  [[nodiscard]] std::optional<UnservableRequest> UnservableOnArrival(RequestId id) const;
+  // Marks `id` rejected (it is not waiting in the selector, or has just been cancelled there).
+  void Reject(const UnservableRequest& rejected);
+  [[nodiscard]] BatchPlan BuildPlan();
+  // Step 4 for the step `plan` described, after the engine ran it (the plan's spans still
+  // point at the scheduling state: nothing may change it before this returns).
+  void CompleteStep(const BatchPlan& plan, const StepTiming& timing, int64_t scheduler_ns,
+                    int64_t reward_ns);
+  // The step's time for the stop policy's reward (see the step structure above).
+  [[nodiscard]] int64_t RewardStepNs(const BatchPlan& plan, const StepTiming& timing);
+  void FinishRequest(RequestId id);
+  [[nodiscard]] std::span<const PrefixHash> ChainOf(RequestId id) const;
+  [[nodiscard]] RunSummary Summarize() const;
+
+  // Timed calls into the selector and policy (charged under kMeasured).
+  template <typename Fn>
+  decltype(auto) Timed(Fn&& fn);
+
+  ServingConfig config_;
+  const Workload& workload_;
+  CandidateSelector& selector_;
+  StopPolicy& policy_;
+  Engine& engine_;
+  KvCache kv_;
+
+  std::vector<RequestState> state_;
+  std::vector<PrefixHash> chain_arena_;  // every prompt's block-hash chain, back to back
+  std::vector<uint64_t> chain_offset_;   // request i: [chain_offset_[i], chain_offset_[i+1])
+  std::vector<RequestId> running_;       // admission order (victim = back)
+  std::vector<RequestId> scratch_ids_;
+  std::vector<StepRequest> plan_requests_;
+  std::vector<StepRequest> decode_requests_;  // RewardStepNs scratch
+  std::vector<float> token_gaps_ms_;  // every inter-token gap, for TBT statistics
+  RunRecords records_;
+  std::vector<UnservableRequest> unservable_;
+
+  int64_t now_ns_ = 0;
+  int64_t pending_scheduler_ns_ = 0;  // measured selector/policy time not yet charged
+  size_t next_arrival_ = 0;
+  uint64_t finished_ = 0;
+  uint64_t preemptions_ = 0;
+  uint64_t rejected_ = 0;
+  uint64_t admitted_prompt_tokens_ = 0;  // Σ prompt tokens of requests admitted at least once
+  // Requests waiting for admission after the first step at or after the last arrival; set by
+  // that step (last_arrived_ says the last request has arrived, waiting_recorded_ that it is set).
+  uint64_t waiting_at_last_arrival_ = 0;
+  bool last_arrived_ = false;
+  bool waiting_recorded_ = false;
+  bool awaiting_completion_ = false;  // Schedule() returned a plan Complete() has not taken
+  uint32_t admitted_this_step_ = 0;
+  uint32_t prefill_requests_this_step_ = 0;
+};
+
+}  // namespace feather

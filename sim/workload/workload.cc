@@ -1,0 +1,546 @@
+// workload.cc: synthetic workload generation and Mooncake trace replay (see the header).
+//
+// Every random quantity has its own Rng stream derived from the seed (arrivals, prompt lengths,
+// output lengths, structure picks, unique tokens), so changing one part of a spec (say the rate)
+// leaves the others bit-identical, which keeps sweeps paired. Shared segments (a group's prefix,
+// a radix node) draw their tokens from a seed of their own, so their content does not depend on
+// which requests happened to come first; after the first copy they are copied from the arena.
+#include "sim/workload/workload.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <stdexcept>
+#include <string>
+
+#include "base/flat_hash_map.h"
+#include "policies/selector.h"
+#include "base/rng.h"
+#include "sim/workload/trace_reader.h"
+
+namespace feather {
+namespace {
+
+// Stream salts: arbitrary odd constants, fixed forever (changing one changes every workload).
+constexpr uint64_t kArrivalSalt = 0x243f6a8885a308d3ULL;
+constexpr uint64_t kPromptLengthSalt = 0x13198a2e03707345ULL;
+constexpr uint64_t kOutputLengthSalt = 0xa4093822299f31d1ULL;
+constexpr uint64_t kPickSalt = 0x082efa98ec4e6c89ULL;
+constexpr uint64_t kUniqueSalt = 0x452821e638d01377ULL;
+constexpr uint64_t kSegmentSalt = 0xbe5466cf34e90c6dULL;
+constexpr uint64_t kTraceBlockSalt = 0xc0ac29b7c97c50ddULL;
+
+constexpr uint64_t kNoOffset = std::numeric_limits<uint64_t>::max();
+constexpr double kMaxArrivalNs = 9.0e18;  // just under INT64_MAX (~285 years)
+
+[[nodiscard]] Rng StreamRng(uint64_t seed, uint64_t salt) { return Rng(MixBits(seed ^ salt)); }
+
+// Random token ids in [1, 2^31): collisions between independent segments are negligible
+// (probability ~ n^2 / 2^32 for n segments compared at one position), so sharing happens only
+// where the spec says so.
+void FillRandomTokens(Rng& rng, Token* out, uint64_t count) {
+  for (uint64_t i = 0; i < count; ++i) out[i] = static_cast<Token>(1 + rng.Uniform(0x7ffffffeULL));
+}
+
+// Appends `count` tokens to `tokens` (whose capacity was reserved for the whole workload, so
+// pointers into it stay valid) and returns where they start.
+Token* Grow(std::vector<Token>& tokens, uint64_t count) {
+  const size_t old_size = tokens.size();
+  tokens.resize(old_size + count);
+  return tokens.data() + old_size;
+}
+
+// Writes shared segment `key` (count tokens) at `out`: generated from its own seed the first
+// time, copied from that first copy afterwards. `first_offset` maps key -> arena offset.
+template <typename OffsetOf>
+void WriteSegment(std::vector<Token>& tokens, Token* out, uint64_t count, uint64_t seed,
+                  uint64_t key, OffsetOf&& first_offset) {
+  uint64_t& offset = first_offset(key);
+  if (offset == kNoOffset) {
+    Rng rng(MixBits(seed ^ kSegmentSalt) ^ MixBits(key + 1));
+    FillRandomTokens(rng, out, count);
+    offset = static_cast<uint64_t>(out - tokens.data());
+  } else {
+    std::copy_n(tokens.data() + offset, count, out);
+  }
+}
+
+std::string Num(double value) {
+  char buffer[32];
+  std::snprintf(buffer, sizeof(buffer), "%g", value);
+  return buffer;
+}
+
+[[noreturn]] void Invalid(const std::string& message) {
+  throw std::invalid_argument("workload: " + message);
+}
+
+// Standard normal by Marsaglia's polar method: only +, *, log and sqrt, so (unlike
+// std::normal_distribution) the sequence is fixed by the Rng, not by the standard library.
+double StandardNormal(Rng& rng) {
+  while (true) {
+    const double u = 2.0 * rng.NextDouble() - 1.0;
+    const double v = 2.0 * rng.NextDouble() - 1.0;
+    const double s = u * u + v * v;
+    if (s > 0.0 && s < 1.0) return u * std::sqrt(-2.0 * std::log(s) / s);
+  }
+}
+
+// Exponential with mean 1. 1 - NextDouble() is exact and lies in (0, 1].
+double StandardExponential(Rng& rng) { return -std::log(1.0 - rng.NextDouble()); }
+
+void ValidateLength(const LengthSpec& s, const std::string& name) {
+  switch (s.kind) {
+    case LengthKind::kFixed:
+      if (s.value < 1) Invalid(name + ".value must be >= 1 (got 0)");
+      return;
+    case LengthKind::kUniform:
+    case LengthKind::kLognormal:
+      if (s.min < 1) Invalid(name + ".min must be >= 1 (got 0)");
+      if (s.min > s.max) {
+        Invalid(name + ".min (" + std::to_string(s.min) + ") must be <= max (" +
+                std::to_string(s.max) + ")");
+      }
+      if (s.kind == LengthKind::kLognormal) {
+        if (!(s.mean > 0) || !std::isfinite(s.mean)) {
+          Invalid(name + ".mean must be a finite number > 0 (got " + Num(s.mean) + ")");
+        }
+        if (!(s.sigma >= 0) || !std::isfinite(s.sigma)) {
+          Invalid(name + ".sigma must be a finite number >= 0 (got " + Num(s.sigma) + ")");
+        }
+      }
+      return;
+  }
+  Invalid(name + ".kind is not a known length kind");
+}
+
+void ValidateRate(double rate_per_s, const std::string& name) {
+  if (!(rate_per_s > 0) || !std::isfinite(rate_per_s)) {
+    Invalid(name + " must be a finite number > 0 (got " + Num(rate_per_s) + ")");
+  }
+}
+
+void ValidateSynthetic(const WorkloadSpec& spec) {
+  if (spec.requests < 1 || spec.requests >= kNoRequest) {
+    Invalid("requests must be in [1, " + std::to_string(kNoRequest - 1) + "] (got " +
+            std::to_string(spec.requests) + ")");
+  }
+  const ArrivalSpec& a = spec.arrival;
+  switch (a.kind) {
+    case ArrivalKind::kPoisson:
+      ValidateRate(a.rate_per_s, "arrival.rate_per_s");
+      break;
+    case ArrivalKind::kPiecewise:
+      if (a.phases.empty()) Invalid("arrival.phases must not be empty for piecewise arrivals");
+      for (size_t i = 0; i < a.phases.size(); ++i) {
+        const std::string name = "arrival.phases[" + std::to_string(i) + "]";
+        ValidateRate(a.phases[i].rate_per_s, name + ".rate_per_s");
+        const double d = a.phases[i].duration_s;
+        if (!(d >= 0) || !std::isfinite(d)) {
+          Invalid(name + ".duration_s must be a finite number >= 0 (got " + Num(d) + ")");
+        }
+      }
+      break;
+    case ArrivalKind::kOffline:
+      break;
+    default:
+      Invalid("arrival.kind is not a known arrival kind");
+  }
+
+  const SharingSpec& s = spec.sharing;
+  switch (s.kind) {
+    case SharingKind::kGroups:
+      if (s.groups < 1) Invalid("sharing.groups must be >= 1 (got 0)");
+      if (s.groups >= kNoPrefixGroup) Invalid("sharing.groups is too large");
+      if (s.group_sizes == GroupSizes::kZipf &&
+          (!(s.zipf_exponent >= 0) || !std::isfinite(s.zipf_exponent))) {
+        Invalid("sharing.zipf_exponent must be a finite number >= 0 (got " + Num(s.zipf_exponent) +
+                ")");
+      }
+      if (s.group_sizes != GroupSizes::kEqual && s.group_sizes != GroupSizes::kZipf) {
+        Invalid("sharing.group_sizes is not a known kind");
+      }
+      break;
+    case SharingKind::kRadix: {
+      if (s.levels < 1 || s.levels > 8) {
+        Invalid("sharing.levels must be in [1, 8] (got " + std::to_string(s.levels) + ")");
+      }
+      if (s.branching < 1) Invalid("sharing.branching must be >= 1 (got 0)");
+      // group = leaf index, a uint32 below kNoPrefixGroup.
+      uint64_t leaves = 1;
+      for (uint32_t l = 0; l < s.levels; ++l) {
+        leaves *= s.branching;
+        if (leaves >= kNoPrefixGroup) {
+          Invalid("sharing.branching^levels must be < 2^32 leaves (branching " +
+                  std::to_string(s.branching) + ", levels " + std::to_string(s.levels) + ")");
+        }
+      }
+      break;
+    }
+    case SharingKind::kFractional:
+    case SharingKind::kTwoPrefixes:
+      if (!(s.shared_fraction >= 0 && s.shared_fraction <= 1)) {
+        Invalid("sharing.shared_fraction must be in [0, 1] (got " + Num(s.shared_fraction) + ")");
+      }
+      break;
+    case SharingKind::kNone:
+      break;
+    default:
+      Invalid("sharing.kind is not a known sharing kind");
+  }
+  ValidateLength(spec.prompt_tokens, "prompt_tokens");
+  ValidateLength(spec.output_tokens, "output_tokens");
+
+  // The memory limits (scenario validation reports them first, with the file and line).
+  const WorkloadLimits& limits = spec.limits;
+  if (spec.requests > limits.max_requests) {
+    Invalid("requests (" + std::to_string(spec.requests) + ") exceed limits.max_requests (" +
+            std::to_string(limits.max_requests) + ")");
+  }
+  const WorkloadSize size = EstimateWorkloadSize(spec);
+  if (size.max_prompt_tokens > limits.max_prompt_tokens) {
+    Invalid("prompts of up to " + std::to_string(size.max_prompt_tokens) +
+            " tokens exceed limits.max_prompt_tokens (" + std::to_string(limits.max_prompt_tokens) +
+            ")");
+  }
+  if (size.expected_total_tokens > static_cast<double>(limits.max_total_tokens)) {
+    Invalid("about " + Num(size.expected_total_tokens) +
+            " prompt tokens exceed limits.max_total_tokens (" +
+            std::to_string(limits.max_total_tokens) + ")");
+  }
+}
+
+// Draws token counts from a LengthSpec (validated).
+class LengthSampler {
+ public:
+  explicit LengthSampler(const LengthSpec& spec) : spec_(spec) {
+    // E[exp(N(mu, sigma^2))] = exp(mu + sigma^2 / 2), so this mu makes the mean spec.mean.
+    if (spec.kind == LengthKind::kLognormal)
+      mu_ = std::log(spec.mean) - 0.5 * spec.sigma * spec.sigma;
+  }
+
+  [[nodiscard]] uint32_t Draw(Rng& rng) const {
+    switch (spec_.kind) {
+      case LengthKind::kFixed:
+        return spec_.value;
+      case LengthKind::kUniform:
+        return static_cast<uint32_t>(rng.UniformInt(spec_.min, spec_.max));
+      case LengthKind::kLognormal: {
+        const double x = std::round(std::exp(mu_ + spec_.sigma * StandardNormal(rng)));
+        // Clamp as a double first: x may be huge or +inf.
+        return static_cast<uint32_t>(
+            std::clamp(x, static_cast<double>(spec_.min), static_cast<double>(spec_.max)));
+      }
+    }
+    return spec_.value;
+  }
+
+ private:
+  LengthSpec spec_;
+  double mu_ = 0;
+};
+
+int64_t SecondsToNs(double t_s) {
+  const double t_ns = t_s * 1e9;
+  if (!(t_ns < kMaxArrivalNs)) {
+    Invalid("arrival times overflow 64-bit nanoseconds (rate too low for this many requests)");
+  }
+  return std::llround(t_ns);
+}
+
+// Arrival times of `n` requests. Piecewise: exact piecewise Poisson process; a gap that crosses
+// a phase boundary is discarded and redrawn at the new rate from the boundary, which is exact
+// because the exponential is memoryless. The last phase lasts forever.
+std::vector<int64_t> MakeArrivals(const ArrivalSpec& spec, uint64_t n, Rng& rng) {
+  std::vector<int64_t> arrival_ns(n, 0);
+  if (spec.kind == ArrivalKind::kOffline) return arrival_ns;
+  const bool piecewise = spec.kind == ArrivalKind::kPiecewise;
+  const size_t phases = piecewise ? spec.phases.size() : 1;
+  const auto rate_of = [&](size_t p) {
+    return piecewise ? spec.phases[p].rate_per_s : spec.rate_per_s;
+  };
+  const auto end_of = [&](size_t p, double start_s) {
+    return p + 1 < phases ? start_s + spec.phases[p].duration_s
+                          : std::numeric_limits<double>::infinity();
+  };
+  size_t phase = 0;
+  double phase_end_s = end_of(0, 0.0);
+  double t_s = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    while (true) {
+      const double next_s = t_s + StandardExponential(rng) / rate_of(phase);
+      if (next_s <= phase_end_s) {
+        t_s = next_s;
+        break;
+      }
+      t_s = phase_end_s;
+      ++phase;
+      phase_end_s = end_of(phase, phase_end_s);
+    }
+    arrival_ns[i] = SecondsToNs(t_s);
+  }
+  return arrival_ns;
+}
+
+// Everything random about the prompts, drawn before any token is written so that the arena can
+// be reserved exactly: per request its group (leaf) and its unique-token count.
+struct PromptPlan {
+  std::vector<uint32_t> group;
+  std::vector<uint32_t> length_tokens;  // unique suffix, or the whole prompt (kFractional, kNone)
+  uint64_t total_tokens = 0;
+};
+
+PromptPlan PlanPrompts(const WorkloadSpec& spec, uint64_t seed) {
+  const SharingSpec& s = spec.sharing;
+  const uint64_t n = spec.requests;
+  PromptPlan plan;
+  plan.group.resize(n);
+  plan.length_tokens.resize(n);
+  Rng pick = StreamRng(seed, kPickSalt);
+  Rng length_rng = StreamRng(seed, kPromptLengthSalt);
+  const LengthSampler lengths(spec.prompt_tokens);
+
+  std::vector<double> zipf_cdf;
+  if (s.kind == SharingKind::kGroups && s.group_sizes == GroupSizes::kZipf) {
+    zipf_cdf.resize(s.groups);
+    double sum = 0;
+    for (uint32_t g = 0; g < s.groups; ++g) {
+      sum += 1.0 / std::pow(static_cast<double>(g) + 1.0, s.zipf_exponent);
+      zipf_cdf[g] = sum;
+    }
+  }
+  uint64_t shared_tokens = 0;
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint32_t len = lengths.Draw(length_rng);
+    plan.length_tokens[i] = len;
+    uint32_t group = 0;
+    switch (s.kind) {
+      case SharingKind::kGroups:
+        if (zipf_cdf.empty()) {
+          group = static_cast<uint32_t>(pick.Uniform(s.groups));
+        } else {
+          const double u = pick.NextDouble() * zipf_cdf.back();
+          const auto it = std::upper_bound(zipf_cdf.begin(), zipf_cdf.end(), u);
+          group = static_cast<uint32_t>(
+              std::min<size_t>(static_cast<size_t>(it - zipf_cdf.begin()), s.groups - 1));
+        }
+        shared_tokens += s.prefix_tokens;
+        break;
+      case SharingKind::kRadix: {
+        uint64_t leaf = 0;
+        for (uint32_t l = 0; l < s.levels; ++l)
+          leaf = leaf * s.branching + pick.Uniform(s.branching);
+        group = static_cast<uint32_t>(leaf);
+        shared_tokens += uint64_t{s.levels} * s.level_tokens;
+        break;
+      }
+      case SharingKind::kTwoPrefixes:
+        group = pick.NextDouble() < s.shared_fraction ? 0 : 1;
+        shared_tokens += s.prefix_tokens;
+        break;
+      case SharingKind::kFractional:
+        break;
+      case SharingKind::kNone:
+        group = kNoPrefixGroup;
+        break;
+    }
+    plan.group[i] = group;
+  }
+  uint64_t unique_tokens = 0;
+  for (const uint32_t len : plan.length_tokens) unique_tokens += len;
+  plan.total_tokens = shared_tokens + unique_tokens;
+  return plan;
+}
+
+PromptSet BuildPrompts(const WorkloadSpec& spec, uint64_t seed) {
+  const SharingSpec& s = spec.sharing;
+  const PromptPlan plan = PlanPrompts(spec, seed);
+  const uint64_t n = spec.requests;
+  PromptSet set;
+  set.tokens.reserve(plan.total_tokens);  // exact: Grow never reallocates, pointers stay valid
+  set.offsets.reserve(n + 1);
+  set.offsets.push_back(0);
+  set.group = plan.group;
+  Rng unique_rng = StreamRng(seed, kUniqueSalt);
+  std::vector<Token>& tokens = set.tokens;
+
+  // First-copy offsets of shared segments: dense for groups and the two prefixes, a flat hash
+  // map for radix nodes (a tree of 8 levels has far more nodes than any run visits).
+  std::vector<uint64_t> group_offset(s.kind == SharingKind::kGroups ? s.groups : 2, kNoOffset);
+  FlatHashMap<uint64_t, uint64_t> node_offset;
+  std::vector<uint64_t> level_size;  // branching^(levels - 1 - l): leaf / it = node at level l
+  if (s.kind == SharingKind::kRadix) {
+    level_size.assign(s.levels, 1);
+    for (uint32_t l = s.levels - 1; l > 0; --l) level_size[l - 1] = level_size[l] * s.branching;
+  }
+  // kFractional: one common segment, as long as the longest shared part; each prompt copies
+  // round(f * len) tokens of it.
+  std::vector<Token> common;
+  if (s.kind == SharingKind::kFractional) {
+    uint64_t longest = 0;
+    for (const uint32_t len : plan.length_tokens) {
+      longest =
+          std::max<uint64_t>(longest, static_cast<uint64_t>(std::llround(s.shared_fraction * len)));
+    }
+    common.resize(longest);
+    Rng rng(MixBits(seed ^ kSegmentSalt));
+    FillRandomTokens(rng, common.data(), longest);
+  }
+
+  for (uint64_t i = 0; i < n; ++i) {
+    const uint32_t len = plan.length_tokens[i];
+    uint64_t unique_tokens = len;
+    switch (s.kind) {
+      case SharingKind::kGroups:
+      case SharingKind::kTwoPrefixes: {
+        const uint32_t g = plan.group[i];
+        WriteSegment(tokens, Grow(tokens, s.prefix_tokens), s.prefix_tokens, seed, g,
+                     [&](uint64_t key) -> uint64_t& { return group_offset[key]; });
+        break;
+      }
+      case SharingKind::kRadix: {
+        const uint64_t leaf = plan.group[i];
+        for (uint32_t l = 0; l < s.levels; ++l) {
+          // Node ids are unique per level; the level goes in the top byte.
+          const uint64_t key = (uint64_t{l} << 56) | (leaf / level_size[l]);
+          WriteSegment(
+              tokens, Grow(tokens, s.level_tokens), s.level_tokens, seed, key,
+              [&](uint64_t k) -> uint64_t& { return *node_offset.Insert(k, kNoOffset).first; });
+        }
+        break;
+      }
+      case SharingKind::kFractional: {
+        const auto shared = static_cast<uint64_t>(std::llround(s.shared_fraction * len));
+        std::copy_n(common.data(), shared, Grow(tokens, shared));
+        unique_tokens = len - shared;
+        break;
+      }
+      case SharingKind::kNone:
+        break;
+    }
+    FillRandomTokens(unique_rng, Grow(tokens, unique_tokens), unique_tokens);
+    set.offsets.push_back(tokens.size());
+  }
+  return set;
+}
+
+Workload GenerateSynthetic(const WorkloadSpec& spec, uint64_t seed) {
+  ValidateSynthetic(spec);
+  Workload w;
+  Rng arrival_rng = StreamRng(seed, kArrivalSalt);
+  w.arrival_ns = MakeArrivals(spec.arrival, spec.requests, arrival_rng);
+  Rng output_rng = StreamRng(seed, kOutputLengthSalt);
+  const LengthSampler outputs(spec.output_tokens);
+  w.output_tokens.resize(spec.requests);
+  for (uint32_t& out : w.output_tokens) out = outputs.Draw(output_rng);
+  w.prompts = BuildPrompts(spec, seed);
+  return w;
+}
+
+// Trace replay. Block id h always becomes the same block_tokens tokens (from a seed derived from
+// h alone), so equal ids give equal tokens and the trace's chained-prefix sharing carries over
+// token for token; a record's last block is cut to its input_length.
+Workload GenerateFromTrace(const TraceSpec& spec, const WorkloadLimits& limits) {
+  if (spec.path.empty()) Invalid("trace.path must not be empty");
+  if (!(spec.time_scale >= 0) || !std::isfinite(spec.time_scale)) {
+    Invalid("trace.time_scale must be a finite number >= 0 (got " + Num(spec.time_scale) + ")");
+  }
+  if (spec.block_tokens < 1) Invalid("trace.block_tokens must be >= 1 (got 0)");
+  TraceReadOptions options;
+  options.limit = spec.limit;
+  options.block_tokens = spec.block_tokens;
+  options.max_records = limits.max_requests;
+  options.max_input_tokens = limits.max_prompt_tokens;
+  options.max_total_tokens = limits.max_total_tokens;
+  // arrival_ns = timestamp_ms * 1e6 * time_scale must stay below kMaxArrivalNs: the reader
+  // refuses a larger timestamp at its line.
+  if (spec.time_scale > 1.0) {
+    options.max_timestamp_ms =
+        std::max<int64_t>(1, static_cast<int64_t>(kMaxArrivalNs / (1e6 * spec.time_scale)) - 1);
+  }
+  const MooncakeTrace trace = ReadMooncakeTrace(spec.path, options);
+  const size_t n = trace.size();
+  if (n >= kNoRequest) Invalid("trace has too many records");
+
+  Workload w;
+  w.arrival_ns.resize(n);
+  w.output_tokens.resize(n);
+  PromptSet& set = w.prompts;
+  set.tokens.reserve(trace.total_input_tokens);
+  set.offsets.reserve(n + 1);
+  set.offsets.push_back(0);
+  set.group.resize(n);
+  FlatHashMap<uint64_t, uint32_t> group_of_block;  // grouping block id -> dense group id
+
+  for (size_t i = 0; i < n; ++i) {
+    const TraceRecord& r = trace.records[i];
+    const double t_ns = static_cast<double>(r.timestamp_ms) * 1e6 * spec.time_scale;
+    if (!(t_ns <= kMaxArrivalNs)) Invalid("trace arrival times overflow 64-bit nanoseconds");
+    w.arrival_ns[i] = std::llround(t_ns);
+    w.output_tokens[i] = r.output_tokens;
+
+    const std::span<const uint64_t> blocks = trace.Blocks(i);
+    Token* out = Grow(set.tokens, r.input_tokens);
+    uint64_t remaining = r.input_tokens;
+    for (const uint64_t id : blocks) {
+      const uint64_t count = std::min<uint64_t>(remaining, spec.block_tokens);
+      Rng rng(MixBits(id ^ kTraceBlockSalt));
+      FillRandomTokens(rng, out, count);
+      out += count;
+      remaining -= count;
+    }
+    set.offsets.push_back(set.tokens.size());
+
+    // Oracle group: the request's second block (its first when it has one). See the header.
+    const uint64_t key = blocks.size() >= 2 ? blocks[1] : blocks[0];
+    set.group[i] = *group_of_block.Insert(key, static_cast<uint32_t>(group_of_block.size())).first;
+  }
+  return w;
+}
+
+}  // namespace
+
+WorkloadSize EstimateWorkloadSize(const WorkloadSpec& spec) {
+  const LengthSpec& l = spec.prompt_tokens;
+  uint64_t length_max = l.value;
+  double length_mean = l.value;
+  switch (l.kind) {
+    case LengthKind::kFixed:
+      break;
+    case LengthKind::kUniform:
+      length_max = l.max;
+      length_mean = (static_cast<double>(l.min) + static_cast<double>(l.max)) / 2;
+      break;
+    case LengthKind::kLognormal:  // the clamped draw's mean is near the clamped mean
+      length_max = l.max;
+      length_mean = std::clamp(l.mean, static_cast<double>(l.min), static_cast<double>(l.max));
+      break;
+  }
+  const SharingSpec& s = spec.sharing;
+  uint64_t shared = 0;
+  switch (s.kind) {
+    case SharingKind::kGroups:
+    case SharingKind::kTwoPrefixes:
+      shared = s.prefix_tokens;
+      break;
+    case SharingKind::kRadix:
+      shared = uint64_t{s.levels} * s.level_tokens;
+      break;
+    case SharingKind::kFractional:  // the shared part is inside the length
+    case SharingKind::kNone:
+      break;
+  }
+  WorkloadSize size;
+  size.max_prompt_tokens = shared + length_max;
+  size.expected_total_tokens =
+      static_cast<double>(spec.requests) * (static_cast<double>(shared) + length_mean);
+  return size;
+}
+
+Workload GenerateWorkload(const WorkloadSpec& spec, uint64_t seed) {
+  return spec.use_trace ? GenerateFromTrace(spec.trace, spec.limits)
+                        : GenerateSynthetic(spec, seed);
+}
+
+}  // namespace feather

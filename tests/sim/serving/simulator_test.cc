@@ -1,0 +1,575 @@
+// simulator_test.cc: the serving loop against a constant-cost engine: conservation of tokens,
+// the vLLM limits (token budget, max batch, chunked prefill), prefix-cache hits, preemption by
+// recompute, rejection of unservable requests (each kind, on arrival or at re-admission), the
+// overload verdict, scheduler-time charging, TBT bookkeeping and determinism.
+#include "sim/serving/simulator.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <memory>
+#include <numeric>
+#include <optional>
+#include <vector>
+
+#include "policies/selector_factory.h"
+#include "policies/stop_policy_factory.h"
+#include "sim/workload/synthetic_prompts.h"
+
+namespace feather {
+namespace {
+
+// Step time = fixed + per_request × requests + per_token × new tokens; remembers the plans.
+class ConstantEngine final : public Engine {
+ public:
+  std::string_view Name() const override { return "constant"; }
+  StepTiming Execute(const BatchPlan& plan) override {
+    StepTiming t;
+    t.term_ns[static_cast<size_t>(StepTerm::kOverhead)] =
+        1'000'000 + 10'000 * static_cast<int64_t>(plan.num_requests()) +
+        100 * static_cast<int64_t>(plan.total_new_tokens());
+    t.total_ns = t.term(StepTerm::kOverhead);
+    if (plan.num_requests() >= 2) {  // one request alone shares its whole table with itself
+      max_common_prefix = std::max(max_common_prefix, plan.common_prefix_tokens);
+    }
+    for (const StepRequest& r : plan.requests) {
+      EXPECT_GE(r.block_table.size() * plan.block_tokens, r.context_tokens + r.new_tokens);
+    }
+    return t;
+  }
+  uint32_t max_common_prefix = 0;
+};
+
+Workload MakeWorkload(uint32_t count, uint32_t groups, uint32_t prefix, uint32_t suffix,
+                      uint32_t output, int64_t gap_ns, uint64_t seed = 7) {
+  Workload w;
+  w.prompts = MakeGroupedPrompts(count, groups, prefix, suffix, seed);
+  for (uint32_t i = 0; i < count; ++i) {
+    w.arrival_ns.push_back(gap_ns * i);
+    w.output_tokens.push_back(output + i % 3);
+  }
+  return w;
+}
+
+ServingConfig SmallConfig() {
+  ServingConfig c;
+  c.kv_cache_blocks = 4096;
+  c.scheduler_time = SchedulerTimeMode::kZero;
+  return c;
+}
+
+SimResult RunWith(const ServingConfig& config, const Workload& w, std::string_view selector_name,
+                  std::string_view stop_name, ConstantEngine* engine_out = nullptr) {
+  std::unique_ptr<CandidateSelector> selector = MakeSelector(selector_name);
+  std::unique_ptr<StopPolicy> policy = MakeStopPolicy(stop_name);
+  ConstantEngine local;
+  ConstantEngine& engine = engine_out ? *engine_out : local;
+  Simulator sim(config, w, *selector, *policy, engine);
+  return sim.Run();
+}
+
+void ExpectConservation(const SimResult& r, const Workload& w) {
+  ASSERT_TRUE(r.complete);
+  uint64_t expected_tokens = 0;
+  for (size_t i = 0; i < w.size(); ++i) {
+    const RequestRecord& rec = r.records.requests[i];
+    EXPECT_EQ(rec.output_tokens, w.output_tokens[i]) << "request " << i;
+    EXPECT_GE(rec.first_token_ns, rec.arrival_ns);
+    EXPECT_GE(rec.finish_ns, rec.first_token_ns);
+    expected_tokens += w.output_tokens[i];
+  }
+  EXPECT_EQ(r.summary.output_tokens, expected_tokens);
+  EXPECT_EQ(r.summary.requests_finished, w.size());
+  uint64_t step_tokens = 0;
+  for (const StepRecord& s : r.records.steps) step_tokens += s.decode_tokens;
+  // Every output token is sampled by a step; the first one of each admission by a prefill step.
+  EXPECT_LE(step_tokens, expected_tokens);
+}
+
+TEST(SimulatorTest, EverySelectorAndPolicyFinishesEveryRequest) {
+  const Workload w = MakeWorkload(60, 3, 300, 40, 20, 2'000'000);
+  for (std::string_view selector : SelectorNames()) {
+    for (std::string_view stop : StopPolicyNames()) {
+      SCOPED_TRACE(std::string(selector) + " + " + std::string(stop));
+      const SimResult r = RunWith(SmallConfig(), w, selector, stop);
+      ExpectConservation(r, w);
+    }
+  }
+}
+
+TEST(SimulatorTest, RespectsTokenBudgetAndMaxBatch) {
+  ServingConfig c = SmallConfig();
+  c.max_num_batched_tokens = 256;
+  c.max_num_seqs = 7;
+  const Workload w = MakeWorkload(40, 2, 500, 100, 10, 0);
+  const SimResult r = RunWith(c, w, "fcfs", "always");
+  ExpectConservation(r, w);
+  for (const StepRecord& s : r.records.steps) {
+    EXPECT_LE(s.batch_size, 7u);
+    EXPECT_LE(s.prefill_tokens + s.decode_tokens, 256u);
+  }
+}
+
+TEST(SimulatorTest, ChunkedPrefillSpreadsALongPromptOverSteps) {
+  ServingConfig c = SmallConfig();
+  c.max_num_batched_tokens = 256;
+  Workload w = MakeWorkload(1, 1, 0, 1000, 5, 0);
+  const SimResult r = RunWith(c, w, "fcfs", "always");
+  ExpectConservation(r, w);
+  // 1000 prompt tokens at 256 per step: 4 prefill steps, the last one samples the first token,
+  // then 4 decode steps.
+  ASSERT_EQ(r.records.steps.size(), 4u + 4u);
+  EXPECT_EQ(r.records.steps[0].prefill_tokens, 256u);
+  EXPECT_EQ(r.records.steps[3].prefill_tokens, 1000u - 3 * 256u);
+  EXPECT_EQ(r.records.requests[0].first_token_ns,
+            r.records.steps[3].start_ns + r.records.steps[3].step_ns);
+}
+
+TEST(SimulatorTest, PrefixCacheHitsShortenPrefill) {
+  const Workload w = MakeWorkload(20, 1, 800, 50, 4, 50'000'000);  // arrivals far apart
+  ServingConfig c = SmallConfig();
+  const SimResult cached = RunWith(c, w, "fcfs", "always");
+  ExpectConservation(cached, w);
+  // Every request after the first finds the 800-token prefix (50 full blocks) cached.
+  for (size_t i = 1; i < w.size(); ++i) {
+    EXPECT_EQ(cached.records.requests[i].cached_tokens, 800u) << i;
+  }
+  c.prefix_caching = false;
+  const SimResult uncached = RunWith(c, w, "fcfs", "always");
+  ExpectConservation(uncached, w);
+  EXPECT_EQ(uncached.summary.cached_prompt_tokens, 0u);
+  EXPECT_LT(cached.summary.term_s[static_cast<size_t>(StepTerm::kOverhead)],
+            uncached.summary.term_s[static_cast<size_t>(StepTerm::kOverhead)]);
+}
+
+TEST(SimulatorTest, RequestsScheduledInOneStepShareAPrefixTheStepComputes) {
+  // Four requests of one group arrive together with nothing cached. As in vLLM v1 (blocks are
+  // cached when allocated), the first computes the 800-token prefix and the three admitted after
+  // it in the same step hit it: the first step prefills 800 + 4 × 50 tokens, not 4 × 850.
+  const Workload w = MakeWorkload(4, 1, 800, 50, 4, 0);
+  ServingConfig c = SmallConfig();
+  c.max_num_batched_tokens = 8192;
+  const SimResult r = RunWith(c, w, "fcfs", "always");
+  ExpectConservation(r, w);
+  EXPECT_EQ(r.records.requests[0].cached_tokens, 0u);
+  for (size_t i = 1; i < w.size(); ++i) {
+    EXPECT_EQ(r.records.requests[i].cached_tokens, 800u) << i;
+  }
+  ASSERT_FALSE(r.records.steps.empty());
+  EXPECT_EQ(r.records.steps[0].batch_size, 4u);
+  EXPECT_EQ(r.records.steps[0].prefill_tokens, 800u + 4 * 50u);
+  // Chunked: with 496 tokens a step the first request's prompt spans two steps; the others are
+  // admitted in the second with the budget its last chunk leaves, and hit the prefix that chunk
+  // completes. No prefix token is computed twice.
+  c.max_num_batched_tokens = 496;
+  const SimResult chunked = RunWith(c, w, "fcfs", "always");
+  ExpectConservation(chunked, w);
+  uint64_t prefilled = 0;
+  for (const StepRecord& s : chunked.records.steps) prefilled += s.prefill_tokens;
+  EXPECT_EQ(prefilled, 800u + 4 * 50u);
+  EXPECT_EQ(chunked.records.steps[0].batch_size, 1u);
+  for (size_t i = 1; i < w.size(); ++i) {
+    EXPECT_EQ(chunked.records.requests[i].cached_tokens, 800u) << i;
+  }
+}
+
+TEST(SimulatorTest, PreemptsByRecomputeWhenBlocksRunOut) {
+  ServingConfig c = SmallConfig();
+  c.kv_cache_blocks = 60;  // 960 tokens: about three requests of 200 + 100 output
+  c.prefix_caching = false;
+  Workload w = MakeWorkload(12, 12, 0, 200, 100, 0);
+  const SimResult r = RunWith(c, w, "fcfs", "always");
+  ExpectConservation(r, w);
+  EXPECT_GT(r.summary.preemptions, 0u);
+  uint64_t per_request = 0;
+  for (const RequestRecord& rec : r.records.requests) per_request += rec.preemptions;
+  EXPECT_EQ(per_request, r.summary.preemptions);
+}
+
+// Requests with these prompt lengths and output lengths, `gap_ns` apart, unique prompts.
+Workload MakeSizedWorkload(const std::vector<uint32_t>& prompt_tokens,
+                           const std::vector<uint32_t>& output_tokens, int64_t gap_ns = 0) {
+  Workload w;
+  w.prompts.offsets.push_back(0);
+  for (size_t i = 0; i < prompt_tokens.size(); ++i) {
+    const PromptSet one =
+        MakeGroupedPrompts(1, 1, 0, std::max<uint32_t>(prompt_tokens[i], 1), 100 + i);
+    const auto p = one.Prompt(0).first(prompt_tokens[i]);
+    w.prompts.tokens.insert(w.prompts.tokens.end(), p.begin(), p.end());
+    w.prompts.offsets.push_back(w.prompts.tokens.size());
+    w.prompts.group.push_back(static_cast<uint32_t>(i));
+    w.arrival_ns.push_back(gap_ns * static_cast<int64_t>(i));
+    w.output_tokens.push_back(output_tokens[i]);
+  }
+  return w;
+}
+
+// Every request either finished with all its tokens or is listed as unservable, never both.
+void ExpectFinishedOrUnservable(const SimResult& r, const Workload& w) {
+  ASSERT_TRUE(r.complete);
+  std::vector<bool> rejected(w.size(), false);
+  for (const UnservableRequest& u : r.unservable) rejected[u.id] = true;
+  for (size_t i = 0; i < w.size(); ++i) {
+    const RequestRecord& rec = r.records.requests[i];
+    if (rejected[i]) {
+      EXPECT_EQ(rec.finish_ns, -1) << "request " << i;
+    } else {
+      EXPECT_EQ(rec.output_tokens, w.output_tokens[i]) << "request " << i;
+      EXPECT_GE(rec.finish_ns, rec.first_token_ns) << "request " << i;
+    }
+  }
+  EXPECT_EQ(r.summary.requests_unservable, r.unservable.size());
+  EXPECT_EQ(r.summary.requests_finished + r.summary.requests_unservable, w.size());
+  EXPECT_TRUE(std::is_sorted(r.unservable.begin(), r.unservable.end(),
+                             [](const auto& a, const auto& b) { return a.id < b.id; }));
+}
+
+TEST(SimulatorTest, RejectsOnArrivalAPromptLargerThanThePool) {
+  ServingConfig c = SmallConfig();
+  c.kv_cache_blocks = 20;  // 320 tokens
+  // The middle prompt is far longer than the pool; every selector serves the other two.
+  const Workload w = MakeSizedWorkload({100, 1000, 100}, {3, 3, 3});
+  for (std::string_view selector : SelectorNames()) {
+    SCOPED_TRACE(selector);
+    const SimResult r = RunWith(c, w, selector, "always");
+    ExpectFinishedOrUnservable(r, w);
+    EXPECT_EQ(r.summary.requests_finished, 2u);
+    ASSERT_EQ(r.unservable.size(), 1u);
+    EXPECT_EQ(r.unservable[0].id, 1u);
+    EXPECT_EQ(r.unservable[0].reason, UnservableReason::kExceedsKvCache);
+    EXPECT_EQ(r.unservable[0].needed, 63u);  // ceil((1000 + 3 - 1) / 16)
+    EXPECT_EQ(r.unservable[0].limit, 20u);
+  }
+}
+
+TEST(SimulatorTest, RejectsOnArrivalARequestWhoseOutputOutgrowsThePool) {
+  // The prompt (200 tokens, 13 blocks) fits the 20-block pool but prompt + output (399 tokens,
+  // 25 blocks) never does. Admitted, it would decode until the pool ran out, preempt itself and
+  // recompute in vain; it is refused before it costs a step, and the short request is served.
+  ServingConfig c = SmallConfig();
+  c.kv_cache_blocks = 20;
+  const Workload w = MakeSizedWorkload({200, 50}, {200, 10});
+  const SimResult r = RunWith(c, w, "fcfs", "always");
+  ExpectFinishedOrUnservable(r, w);
+  ASSERT_EQ(r.unservable.size(), 1u);
+  EXPECT_EQ(r.unservable[0].id, 0u);
+  EXPECT_EQ(r.unservable[0].reason, UnservableReason::kExceedsKvCache);
+  EXPECT_EQ(r.unservable[0].needed, 25u);
+  EXPECT_EQ(r.records.requests[0].output_tokens, 0u);
+  EXPECT_EQ(r.records.requests[0].preemptions, 0u);
+  EXPECT_EQ(r.summary.preemptions, 0u);
+  EXPECT_EQ(r.summary.admitted_prompt_tokens, 50u);
+  // Exactly the pool: 20 blocks hold prompt + output - 1 = 320 tokens.
+  const Workload exact = MakeSizedWorkload({300}, {21});
+  const SimResult fits = RunWith(c, exact, "fcfs", "always");
+  ExpectConservation(fits, exact);
+  EXPECT_TRUE(fits.unservable.empty());
+}
+
+TEST(SimulatorTest, RejectsOnArrivalAPromptOverTheBudgetWithoutChunkedPrefill) {
+  ServingConfig c = SmallConfig();
+  c.chunked_prefill = false;
+  c.max_num_batched_tokens = 512;
+  const Workload w = MakeSizedWorkload({100, 600, 512, 40}, {5, 5, 5, 5}, 1'000'000);
+  for (std::string_view selector : SelectorNames()) {
+    SCOPED_TRACE(selector);
+    const SimResult r = RunWith(c, w, selector, "always");
+    ExpectFinishedOrUnservable(r, w);
+    ASSERT_EQ(r.unservable.size(), 1u);
+    EXPECT_EQ(r.unservable[0].id, 1u);
+    EXPECT_EQ(r.unservable[0].reason, UnservableReason::kPromptOverBudget);
+    EXPECT_EQ(r.unservable[0].needed, 600u);
+    EXPECT_EQ(r.unservable[0].limit, 512u);
+  }
+  // With chunked prefill the same prompt is served in chunks.
+  c.chunked_prefill = true;
+  const SimResult chunked = RunWith(c, w, "fcfs", "always");
+  ExpectConservation(chunked, w);
+  EXPECT_EQ(chunked.summary.requests_unservable, 0u);
+}
+
+TEST(SimulatorTest, RejectsARecomputeOverTheBudgetWithoutChunkedPrefill) {
+  // Without chunked prefill a preempted request recomputes prompt + generated tokens in one
+  // step; once that exceeds the budget it can never run again. Two requests of 200 + 100 tokens
+  // (19 blocks each at the end) share a 34-block pool: when both hold 17 blocks the older one's
+  // next block preempts the newer, then about 270 tokens long. It is rejected when it comes up
+  // again (vLLM V0's prompt_limit), and a later request is still served.
+  ServingConfig c = SmallConfig();
+  c.chunked_prefill = false;
+  c.prefix_caching = false;
+  c.max_num_batched_tokens = 256;
+  c.kv_cache_blocks = 34;
+  Workload w = MakeSizedWorkload({200, 200, 50}, {100, 100, 5});
+  w.arrival_ns[2] = 1'000'000'000;  // after the others are done
+  const SimResult r = RunWith(c, w, "fcfs", "always");
+  ExpectFinishedOrUnservable(r, w);
+  ASSERT_EQ(r.unservable.size(), 1u);
+  const UnservableRequest& u = r.unservable[0];
+  EXPECT_EQ(u.id, 1u);
+  EXPECT_EQ(u.reason, UnservableReason::kRecomputeOverBudget);
+  EXPECT_GT(u.needed, 256u);
+  EXPECT_EQ(u.limit, 256u);
+  EXPECT_EQ(r.records.requests[1].preemptions, 1u);
+  EXPECT_EQ(r.summary.requests_finished, 2u);
+  for (const StepRecord& s : r.records.steps) EXPECT_LE(s.prefill_tokens + s.decode_tokens, 256u);
+}
+
+TEST(SimulatorTest, RejectsAnEmptyPromptInsteadOfSpinning) {
+  // An empty prompt has nothing to prefill: admitted, it would sit in the batch forever. The
+  // step limit only bounds the test if that regresses.
+  ServingConfig c = SmallConfig();
+  c.max_steps = 10'000;
+  const Workload w = MakeSizedWorkload({30, 0, 30}, {4, 4, 4});
+  const SimResult r = RunWith(c, w, "fcfs", "always");
+  ExpectFinishedOrUnservable(r, w);
+  ASSERT_EQ(r.unservable.size(), 1u);
+  EXPECT_EQ(r.unservable[0].id, 1u);
+  EXPECT_EQ(r.unservable[0].reason, UnservableReason::kEmptyPrompt);
+  EXPECT_LT(r.records.steps.size(), 100u);
+}
+
+TEST(SimulatorTest, DescribesUnservableRequestsInOneLine) {
+  EXPECT_EQ(DescribeUnservable({}, 10), "");
+  const std::vector<UnservableRequest> one = {{7, UnservableReason::kExceedsKvCache, 251, 4}};
+  EXPECT_EQ(DescribeUnservable(one, 5),
+            "1 of 5 requests can never be served and were rejected: 1 need more KV blocks for "
+            "prompt + output than the whole cache holds (up to 251 blocks; the cache has 4); "
+            "request 7");
+  std::vector<UnservableRequest> many;
+  for (RequestId id = 0; id < 7; ++id) {
+    many.push_back(
+        {id * 10, id < 5 ? UnservableReason::kExceedsKvCache : UnservableReason::kPromptOverBudget,
+         1000u + id, id < 5 ? 64u : 512u});
+  }
+  const std::string line = DescribeUnservable(many, 3993);
+  EXPECT_EQ(line.find('\n'), std::string::npos);
+  EXPECT_NE(line.find("7 of 3993 requests can never be served"), std::string::npos) << line;
+  EXPECT_NE(line.find("5 need more KV blocks"), std::string::npos) << line;
+  EXPECT_NE(line.find("(up to 1004 blocks; the cache has 64)"), std::string::npos) << line;
+  EXPECT_NE(line.find("2 have a prompt longer than the token budget with chunked prefill off "
+                      "(up to 1006 tokens; serving.max_num_batched_tokens 512)"),
+            std::string::npos)
+      << line;
+  EXPECT_NE(line.find("; requests 0, 10, 20, 30, 40 and 2 more"), std::string::npos) << line;
+}
+
+TEST(SimulatorTest, FlagsARunWhoseArrivalsOutpaceService) {
+  // One request at a time (max batch 1), each taking about 20 steps of ~1 ms: ~50 req/s.
+  ServingConfig c = SmallConfig();
+  c.max_num_seqs = 1;
+  // 200 req/s for 0.5 s: the queue grows by ~150 req/s; at the last arrival ~75 % still wait.
+  const Workload fast = MakeWorkload(100, 2, 64, 16, 20, 5'000'000);
+  const SimResult over = RunWith(c, fast, "fcfs", "always");
+  ExpectConservation(over, fast);
+  EXPECT_TRUE(over.summary.overloaded);
+  EXPECT_GE(over.summary.waiting_at_last_arrival, 50u);
+  EXPECT_NEAR(over.summary.arrival_span_s, 0.495, 1e-9);
+  // 20 req/s: each request is done before the next arrives.
+  const Workload slow = MakeWorkload(100, 2, 64, 16, 20, 50'000'000);
+  const SimResult under = RunWith(c, slow, "fcfs", "always");
+  ExpectConservation(under, slow);
+  EXPECT_FALSE(under.summary.overloaded);
+  EXPECT_EQ(under.summary.waiting_at_last_arrival, 0u);
+  // Everything at t = 0 is a batch job, not an overload.
+  const Workload offline = MakeWorkload(100, 2, 64, 16, 20, 0);
+  const SimResult batch = RunWith(c, offline, "fcfs", "always");
+  ExpectConservation(batch, offline);
+  EXPECT_FALSE(batch.summary.overloaded);
+}
+
+TEST(SimulatorTest, CountsPrefilledAndAdmittedPromptTokens) {
+  const Workload w = MakeWorkload(20, 1, 800, 50, 4, 50'000'000);  // arrivals far apart
+  const SimResult r = RunWith(SmallConfig(), w, "fcfs", "always");
+  ExpectConservation(r, w);
+  EXPECT_EQ(r.summary.admitted_prompt_tokens, 20u * 850u);
+  // The first computes its whole prompt, the others the 50 tokens after the cached 800.
+  EXPECT_EQ(r.summary.prefill_tokens, 850u + 19u * 50u);
+  EXPECT_EQ(r.summary.cached_prompt_tokens, 19u * 800u);
+}
+
+TEST(SimulatorTest, HomogeneousBatchesExposeTheCommonPrefix) {
+  // Arrivals 2 ms apart: each finds the prefix the first one computed. (Requests prefilling the
+  // same prefix in the same step get private copies, as in vLLM: no sharing among those.)
+  ConstantEngine engine;
+  const Workload w = MakeWorkload(30, 1, 1600, 20, 30, 2'000'000);
+  const SimResult r = RunWith(SmallConfig(), w, "cht", "always", &engine);
+  ExpectConservation(r, w);
+  EXPECT_EQ(engine.max_common_prefix, 1600u);  // 100 full blocks shared by all
+}
+
+TEST(SimulatorTest, ChargesFixedSchedulerTimePerRound) {
+  ServingConfig c = SmallConfig();
+  c.scheduler_time = SchedulerTimeMode::kFixed;
+  c.scheduler_fixed_ns = 250'000;
+  const Workload w = MakeWorkload(10, 2, 100, 20, 5, 0);
+  const SimResult r = RunWith(c, w, "fcfs", "always");
+  ExpectConservation(r, w);
+  for (const StepRecord& s : r.records.steps) EXPECT_EQ(s.scheduler_ns, 250'000);
+  EXPECT_DOUBLE_EQ(r.summary.scheduler_cpu_s,
+                   static_cast<double>(r.records.steps.size()) * 250e-6);
+}
+
+TEST(SimulatorTest, TimeBetweenTokensOfALoneRequestIsTheStepTime) {
+  const Workload w = MakeWorkload(1, 1, 0, 32, 11, 0);
+  const SimResult r = RunWith(SmallConfig(), w, "fcfs", "always");
+  ExpectConservation(r, w);
+  // A decode step of one request costs 1 ms + 10 µs + 100 ns.
+  EXPECT_NEAR(r.summary.mean_tbt_ms, 1.0101, 1e-6);  // gaps are kept as float
+  EXPECT_NEAR(r.summary.p99_tbt_ms, 1.0101, 1e-6);
+}
+
+TEST(SimulatorTest, SameSeedSameRecords) {
+  const Workload w = MakeWorkload(80, 4, 400, 60, 15, 1'500'000);
+  const SimResult a = RunWith(SmallConfig(), w, "cht", "bandit");
+  const SimResult b = RunWith(SmallConfig(), w, "cht", "bandit");
+  ASSERT_EQ(a.records.steps.size(), b.records.steps.size());
+  for (size_t i = 0; i < a.records.steps.size(); ++i) {
+    EXPECT_EQ(a.records.steps[i].start_ns, b.records.steps[i].start_ns);
+    EXPECT_EQ(a.records.steps[i].batch_size, b.records.steps[i].batch_size);
+  }
+  EXPECT_EQ(a.summary.throughput_tok_s, b.summary.throughput_tok_s);
+}
+
+TEST(SimulatorTest, StepLimitStopsEarly) {
+  ServingConfig c = SmallConfig();
+  c.max_steps = 5;
+  const Workload w = MakeWorkload(10, 2, 100, 20, 50, 0);
+  const SimResult r = RunWith(c, w, "fcfs", "always");
+  EXPECT_FALSE(r.complete);
+  EXPECT_EQ(r.records.steps.size(), 5u);
+}
+
+// Always adds; remembers what it was asked and told.
+class RecordingPolicy final : public StopPolicy {
+ public:
+  std::string_view Name() const override { return "recording"; }
+  void BeginRound() override {}
+  StopDecision Decide(const StopContext& context) override {
+    if (context.batch_size == 0) ++empty_batch_decisions;
+    return StopDecision::kAdd;
+  }
+  void OnStepExecuted(const StepFeedback& feedback) override {
+    step_ns.push_back(feedback.step_ns);
+  }
+  uint32_t empty_batch_decisions = 0;
+  std::vector<int64_t> step_ns;
+};
+
+class DecodePricingEngine final : public Engine {
+ public:
+  std::string_view Name() const override { return "decode-pricing"; }
+  StepTiming Execute(const BatchPlan& plan) override { return inner.Execute(plan); }
+  std::optional<int64_t> PriceDecodeOnly(const BatchPlan& decode_plan) override {
+    EXPECT_EQ(decode_plan.prefill_tokens, 0u);
+    for (const StepRequest& r : decode_plan.requests) EXPECT_FALSE(r.is_prefill);
+    return 42;
+  }
+  ConstantEngine inner;
+};
+
+TEST(SimulatorTest, RewardTimeIsTheDecodeOnlyPriceWhenAsked) {
+  // The second request arrives while the first decodes: one step mixes prefill and decode.
+  const Workload w = MakeWorkload(2, 2, 0, 64, 20, 5'000'000);
+  for (const bool decode_only : {false, true}) {
+    ServingConfig c = SmallConfig();
+    c.reward_decode_only = decode_only;
+    std::unique_ptr<CandidateSelector> selector = MakeSelector("fcfs");
+    RecordingPolicy policy;
+    DecodePricingEngine engine;
+    Simulator sim(c, w, *selector, policy, engine);
+    const SimResult r = sim.Run();
+    ExpectConservation(r, w);
+    ASSERT_EQ(policy.step_ns.size(), r.records.steps.size());
+    size_t mixed = 0;
+    for (size_t i = 0; i < r.records.steps.size(); ++i) {
+      const StepRecord& step = r.records.steps[i];
+      const bool is_mixed = step.prefill_tokens > 0 && step.decode_tokens > 0;
+      mixed += is_mixed ? 1 : 0;
+      EXPECT_EQ(policy.step_ns[i], decode_only && is_mixed ? 42 : step.step_ns) << i;
+    }
+    EXPECT_EQ(mixed, 1u);
+    EXPECT_EQ(policy.empty_batch_decisions, 1u);  // the first admission: asked at b = 0 too
+  }
+}
+
+// results.h5's /steps/common_prefix_tokens is the plan's: the loop completes a step with the plan
+// in hand (it was always 0 before).
+TEST(SimulatorTest, StepRecordsCarryThePlansCommonPrefix) {
+  const Workload w = MakeWorkload(16, 1, 256, 16, 6, 0);  // one group, all at t = 0
+  ConstantEngine engine;
+  const SimResult r = RunWith(SmallConfig(), w, "fcfs", "always", &engine);
+  ExpectConservation(r, w);
+  uint32_t recorded_max = 0;
+  for (const StepRecord& step : r.records.steps) {
+    recorded_max = std::max(recorded_max, step.common_prefix_tokens);
+    EXPECT_EQ(step.common_prefix_tokens % SmallConfig().block_tokens, 0u);
+  }
+  EXPECT_GE(recorded_max, 256u);
+  EXPECT_GE(recorded_max, engine.max_common_prefix);
+}
+
+// Schedule / Complete / TakeResult, driven by hand, is Run(): the seam a conformance harness or
+// another engine steps through gives the same records bit for bit.
+TEST(SimulatorTest, SteppingByHandIsRun) {
+  const Workload w = MakeWorkload(60, 3, 96, 32, 12, 200'000);
+  ServingConfig c = SmallConfig();
+  c.kv_cache_blocks = 48;  // preemptions
+  for (const char* stop : {"always", "bandit"}) {
+    SCOPED_TRACE(stop);
+    std::unique_ptr<CandidateSelector> s1 = MakeSelector("cht");
+    std::unique_ptr<StopPolicy> p1 = MakeStopPolicy(stop);
+    ConstantEngine e1;
+    const SimResult run = Simulator(c, w, *s1, *p1, e1).Run();
+
+    std::unique_ptr<CandidateSelector> s2 = MakeSelector("cht");
+    std::unique_ptr<StopPolicy> p2 = MakeStopPolicy(stop);
+    ConstantEngine e2;
+    Simulator stepped(c, w, *s2, *p2, e2);
+    size_t steps = 0;
+    uint64_t admitted = 0;
+    while (const std::optional<SchedulePlan> plan = stepped.Schedule()) {
+      ASSERT_GT(plan->batch.num_requests(), 0u);
+      admitted += plan->admitted;
+      stepped.Complete(*plan, e2.Execute(plan->batch));
+      ++steps;
+    }
+    const SimResult by_hand = stepped.TakeResult();
+    ExpectConservation(by_hand, w);
+    EXPECT_GT(by_hand.summary.preemptions, 0u);
+    ASSERT_EQ(steps, run.records.steps.size());
+    EXPECT_EQ(by_hand.summary.steps, run.summary.steps);
+    EXPECT_EQ(by_hand.summary.duration_s, run.summary.duration_s);
+    uint64_t recorded_admitted = 0;
+    for (size_t i = 0; i < steps; ++i) {
+      const StepRecord& a = run.records.steps[i];
+      const StepRecord& b = by_hand.records.steps[i];
+      EXPECT_EQ(a.start_ns, b.start_ns) << i;
+      EXPECT_EQ(a.step_ns, b.step_ns) << i;
+      EXPECT_EQ(a.batch_size, b.batch_size) << i;
+      EXPECT_EQ(a.common_prefix_tokens, b.common_prefix_tokens) << i;
+      recorded_admitted += b.admitted;
+    }
+    EXPECT_EQ(admitted, recorded_admitted);
+    for (size_t i = 0; i < w.size(); ++i) {
+      EXPECT_EQ(run.records.requests[i].finish_ns, by_hand.records.requests[i].finish_ns) << i;
+    }
+  }
+}
+
+// The CLI polls SIGINT/SIGTERM in the progress callback: by default it runs after every step,
+// so a run whose steps cost seconds of scheduler CPU still stops within one step.
+TEST(SimulatorTest, ProgressIsReportedAfterEveryStepByDefault) {
+  const Workload w = MakeWorkload(40, 4, 64, 32, 8, 1'000'000);
+  std::unique_ptr<CandidateSelector> selector = MakeSelector("fcfs");
+  std::unique_ptr<StopPolicy> policy = MakeStopPolicy("always");
+  ConstantEngine engine;
+  Simulator sim(SmallConfig(), w, *selector, *policy, engine);
+  std::vector<uint64_t> seen;
+  const SimResult r = sim.Run([&](const SimProgress& p) { seen.push_back(p.steps); });
+  ExpectConservation(r, w);
+  ASSERT_EQ(seen.size(), r.records.steps.size());
+  for (size_t i = 0; i < seen.size(); ++i) EXPECT_EQ(seen[i], i + 1);
+}
+
+}  // namespace
+}  // namespace feather
