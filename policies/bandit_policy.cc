@@ -1,10 +1,27 @@
 // bandit_policy.cc: see bandit_policy.h for the rules and the tie/forced-decision conventions.
 #include "policies/bandit_policy.h"
 
+#include <array>
 #include <cmath>
 #include <limits>
+#include <span>
+#include <string>
+#include <vector>
 
 namespace feather {
+
+std::span<const ConfigField<BanditConfig>> BanditConfig::Fields() {
+  using C = BanditConfig;
+  static constexpr std::array<ConfigField<C>, 1> kFields = {{
+    {"exploration", &C::exploration, ConfigField<C>::Real(0, 1e12)},
+  }};
+  return kFields;
+}
+
+std::vector<ConfigRuleProblem> BanditConfig::RuleProblems() const {
+  return {};
+}
+
 namespace {
 
 constexpr size_t kPendingReserve = 4096;

@@ -25,9 +25,11 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
+#include "policies/config_fields.h"
 #include "policies/policy_state.h"
 #include "policies/stop_policy.h"
 
@@ -35,7 +37,13 @@ namespace feather {
 
 struct BanditConfig {
   double exploration = 200.0;  // c
-  StateBins state_bins = StateBins::kAuthors;
+  StateBins state_bins = StateBins::kAuthors;  // the scenario's scheduler.state_bins, not a knob here
+
+  // The knobs (scheduler.bandit.<key> in a scenario; policies/config_fields.h) and the rules
+  // between them.
+  static constexpr std::string_view kSection = "bandit";
+  [[nodiscard]] static std::span<const ConfigField<BanditConfig>> Fields();
+  [[nodiscard]] std::vector<ConfigRuleProblem> RuleProblems() const;
 };
 
 class BanditPolicy final : public StopPolicy {

@@ -1,7 +1,27 @@
 // dynamic_batching_policy.cc: see dynamic_batching_policy.h for the two caps and the fit.
 #include "policies/dynamic_batching_policy.h"
 
+#include <array>
+#include <span>
+#include <string>
+#include <vector>
+
 namespace feather {
+
+std::span<const ConfigField<DynamicBatchingConfig>> DynamicBatchingConfig::Fields() {
+  using C = DynamicBatchingConfig;
+  static constexpr std::array<ConfigField<C>, 3> kFields = {{
+    {"latency_target_ms", &C::latency_target_ms, ConfigField<C>::Real(0, 1e9, true)},
+    {"memory_fraction", &C::memory_fraction, ConfigField<C>::Real(0, 1, true)},
+    {"forgetting", &C::forgetting, ConfigField<C>::Real(0, 1, true)},
+  }};
+  return kFields;
+}
+
+std::vector<ConfigRuleProblem> DynamicBatchingConfig::RuleProblems() const {
+  return {};
+}
+
 
 std::optional<double> DynamicBatchingPolicy::PredictStepMs(uint32_t batch_size) const {
   const LatencyFit& f = fit_;

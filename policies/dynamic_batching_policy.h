@@ -20,8 +20,11 @@
 
 #include <cstdint>
 #include <optional>
+#include <span>
 #include <string_view>
+#include <vector>
 
+#include "policies/config_fields.h"
 #include "policies/stop_policy.h"
 
 namespace feather {
@@ -30,6 +33,12 @@ struct DynamicBatchingConfig {
   double latency_target_ms = 50.0;  // step-time (TBT) target
   double memory_fraction = 0.95;    // KV-use ceiling, fraction of the pool
   double forgetting = 0.99;         // per-step decay of the fit's past points, in (0, 1]
+
+  // The knobs (scheduler.dynamic_batching.<key> in a scenario; policies/config_fields.h) and the rules
+  // between them.
+  static constexpr std::string_view kSection = "dynamic_batching";
+  [[nodiscard]] static std::span<const ConfigField<DynamicBatchingConfig>> Fields();
+  [[nodiscard]] std::vector<ConfigRuleProblem> RuleProblems() const;
 };
 
 // Weighted sums of the least-squares fit (n = batch size, t = step time in ms).

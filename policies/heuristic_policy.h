@@ -21,8 +21,11 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
+#include <vector>
 
+#include "policies/config_fields.h"
 #include "policies/stop_policy.h"
 
 namespace feather {
@@ -32,6 +35,12 @@ struct HeuristicConfig {
   uint32_t relaxed_loss_chunks = 7;
   uint32_t relaxed_min_peers = 10;
   uint32_t floor_cap = 10;
+
+  // The knobs (scheduler.heuristic.<key> in a scenario; policies/config_fields.h) and the rules
+  // between them.
+  static constexpr std::string_view kSection = "heuristic";
+  [[nodiscard]] static std::span<const ConfigField<HeuristicConfig>> Fields();
+  [[nodiscard]] std::vector<ConfigRuleProblem> RuleProblems() const;
 };
 
 class HeuristicPolicy final : public StopPolicy {

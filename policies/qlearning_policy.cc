@@ -2,8 +2,39 @@
 #include "policies/qlearning_policy.h"
 
 #include <algorithm>
+#include <array>
+#include <limits>
+#include <span>
+#include <sstream>
+#include <string>
+#include <vector>
 
 namespace feather {
+
+std::span<const ConfigField<QLearningConfig>> QLearningConfig::Fields() {
+  using C = QLearningConfig;
+  static constexpr std::array<ConfigField<C>, 5> kFields = {{
+    {"learning_rate", &C::learning_rate, ConfigField<C>::Real(0, 1, true)},
+    {"discount", &C::discount, ConfigField<C>::Real(0, 1)},
+    {"epsilon_start", &C::epsilon_start, ConfigField<C>::Real(0, 1)},
+    {"epsilon_min", &C::epsilon_min, ConfigField<C>::Real(0, 1)},
+    {"epsilon_decay_decisions", &C::epsilon_decay_decisions,
+     ConfigField<C>::Integer(0, std::numeric_limits<int64_t>::max())},
+  }};
+  return kFields;
+}
+
+std::vector<ConfigRuleProblem> QLearningConfig::RuleProblems() const {
+  std::vector<ConfigRuleProblem> problems;
+  if (epsilon_min > epsilon_start) {
+    std::ostringstream message;
+    message << "epsilon_min (" << epsilon_min << ") must be <= epsilon_start (" << epsilon_start
+            << "): exploration decays from the start value to the minimum";
+    problems.push_back({"epsilon_min", "epsilon_start", message.str()});
+  }
+  return problems;
+}
+
 namespace {
 
 constexpr size_t kPendingReserve = 4096;

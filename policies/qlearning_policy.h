@@ -27,9 +27,11 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string_view>
 #include <vector>
 
+#include "policies/config_fields.h"
 #include "policies/policy_state.h"
 #include "policies/stop_policy.h"
 
@@ -41,7 +43,13 @@ struct QLearningConfig {
   double epsilon_start = 1.0;
   double epsilon_min = 0.05;
   uint64_t epsilon_decay_decisions = 20000;
-  StateBins state_bins = StateBins::kAuthors;
+  StateBins state_bins = StateBins::kAuthors;  // the scenario's scheduler.state_bins, not a knob here
+
+  // The knobs (scheduler.qlearning.<key> in a scenario; policies/config_fields.h) and the rules
+  // between them.
+  static constexpr std::string_view kSection = "qlearning";
+  [[nodiscard]] static std::span<const ConfigField<QLearningConfig>> Fields();
+  [[nodiscard]] std::vector<ConfigRuleProblem> RuleProblems() const;
 };
 
 class QLearningPolicy final : public StopPolicy {

@@ -22,6 +22,16 @@ constexpr std::array<std::string_view, 6> kNames = {"fcfs",        "lpm",    "df
 
 std::span<const std::string_view> SelectorNames() { return kNames; }
 
+std::span<const ConfigField<SelectorOptions>> SelectorOptions::Fields() {
+  using C = SelectorOptions;
+  static constexpr std::array<ConfigField<C>, 3> kFields = {{
+      {"chunk_tokens", &C::chunk_tokens, ConfigField<C>::Integer(1, 1 << 20)},
+      {"radix_page_size", &C::radix_page_size, ConfigField<C>::Integer(1, 1 << 16)},
+      {"lpm_fcfs_fallback", &C::lpm_fcfs_fallback, ConfigField<C>::Flag()},
+  }};
+  return kFields;
+}
+
 std::unique_ptr<CandidateSelector> MakeSelector(std::string_view name,
                                                 const SelectorOptions& options) {
   if (name == "fcfs") return std::make_unique<FcfsSelector>(options.expected_requests);

@@ -8,18 +8,29 @@
 #include <memory>
 #include <span>
 #include <string_view>
+#include <vector>
 
+#include "policies/config_fields.h"
 #include "policies/selector.h"
 
 namespace feather {
 
+// What MakeSelector passes to each selector's own config (ChtConfig, LpmConfig, ...). The knobs a
+// scenario sets sit directly under `scheduler:` (one namespace for all selectors, so lpm and
+// dfs-weight share radix_page_size) and are listed in Fields(); the rest come from other parts of
+// the scenario (the KV pool, the block size, the workload's size).
 struct SelectorOptions {
   uint32_t chunk_tokens = 50;          // cht
   uint32_t radix_page_size = 1;        // lpm, dfs-weight
-  uint64_t cache_capacity_tokens = 0;  // lpm, dfs-weight (0 = unbounded)
   bool lpm_fcfs_fallback = false;      // lpm: SGLang's switch to FCFS above 128 waiting
-  uint32_t block_tokens = 16;          // block-table
-  uint32_t expected_requests = 1024;   // capacity hint
+  uint64_t cache_capacity_tokens = 0;  // lpm, dfs-weight (0 = unbounded); from the KV pool
+  uint32_t block_tokens = 16;          // block-table; serving.block_tokens
+  uint32_t expected_requests = 1024;   // capacity hint; the workload's size
+
+  // scheduler.<key> in a scenario (policies/config_fields.h); no cross-field rules.
+  static constexpr std::string_view kSection = "";
+  [[nodiscard]] static std::span<const ConfigField<SelectorOptions>> Fields();
+  [[nodiscard]] std::vector<ConfigRuleProblem> RuleProblems() const { return {}; }
 };
 
 [[nodiscard]] std::span<const std::string_view> SelectorNames();

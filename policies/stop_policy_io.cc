@@ -12,10 +12,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <stdexcept>
+#include <type_traits>
 #include <vector>
 
 #include "policies/always_add_policy.h"
 #include "policies/bandit_policy.h"
+#include "policies/config_fields.h"
 #include "policies/dynamic_batching_policy.h"
 #include "policies/heuristic_policy.h"
 #include "policies/policy_state.h"
@@ -45,8 +47,16 @@ Json CellKey(uint32_t cell) {
   return j;
 }
 
+// The config's knobs, by its field table (policies/config_fields.h), in table order.
+template <class Config>
+void SaveOptions(const Config& config, Json& options) {
+  ForEachField(config, [&](const ConfigField<Config>& field, const auto& value) {
+    options[std::string(field.key)] = value;
+  });
+}
+
 void SaveBandit(const BanditPolicy& policy, Json& options, Json& state) {
-  options["exploration"] = policy.config().exploration;
+  SaveOptions(policy.config(), options);
   options["state_bins"] = StateBinsName(policy.config().state_bins);
   const BanditTables& t = policy.tables();
   state["total_decisions"] = t.total_decisions;
@@ -63,11 +73,7 @@ void SaveBandit(const BanditPolicy& policy, Json& options, Json& state) {
 
 void SaveQLearning(const QLearningPolicy& policy, Json& options, Json& state) {
   const QLearningConfig& c = policy.config();
-  options["learning_rate"] = c.learning_rate;
-  options["discount"] = c.discount;
-  options["epsilon_start"] = c.epsilon_start;
-  options["epsilon_min"] = c.epsilon_min;
-  options["epsilon_decay_decisions"] = c.epsilon_decay_decisions;
+  SaveOptions(c, options);
   options["state_bins"] = StateBinsName(c.state_bins);
   const QTables& t = policy.tables();
   state["decisions"] = t.decisions;
@@ -217,30 +223,73 @@ class Reader {
     return path + "[" + std::to_string(i) + "]";
   }
 
- private:
   static std::string Show(const Json& j) {
     std::string s = j.dump();
     if (s.size() > 40) s = s.substr(0, 37) + "...";
     return s;
   }
 
+
+ private:
   std::vector<std::string> problems_;
 };
 
+// Reads the config's knobs from `options` by its field table, with the table's ranges (the
+// scenario reader's), then its cross-field rules when every knob read.
+template <class Config>
+void LoadOptions(Reader& r, const Json& options, Config& config) {
+  const size_t before = r.problems().size();
+  ForEachField(config, [&](const ConfigField<Config>& field, auto& value) {
+    using T = std::remove_reference_t<decltype(value)>;
+    const std::string key(field.key);
+    if constexpr (std::is_same_v<T, double>) {
+      const size_t problems = r.problems().size();
+      const std::string range = RangeText(field);
+      const double v =
+          r.Number(options, key, "options", field.range.real_min, field.range.real_max, range);
+      if (r.problems().size() != problems) return;
+      if (!InFieldRange(field, v)) {
+        r.Problem(Reader::Join("options", key),
+                  "value " + Reader::Show(options[key]) + " must be " + range);
+        return;
+      }
+      value = v;
+    } else if constexpr (std::is_same_v<T, bool>) {
+      const Json* j = r.Field(options, key, "options");
+      if (j && !j->is_boolean()) {
+        r.Problem(Reader::Join("options", key), "expected true or false, got " + Reader::Show(*j));
+      } else if (j) {
+        value = j->template get<bool>();
+      }
+    } else {
+      const size_t problems = r.problems().size();
+      const uint64_t v =
+          r.Unsigned(options, key, "options", static_cast<uint64_t>(field.range.int_max));
+      if (r.problems().size() != problems) return;
+      if (!InFieldRange(field, v)) {
+        r.Problem(Reader::Join("options", key),
+                  "value " + std::to_string(v) + " must be " + RangeText(field));
+        return;
+      }
+      value = static_cast<T>(v);
+    }
+  });
+  if (r.problems().size() != before) return;
+  for (const ConfigRuleProblem& rule : config.RuleProblems()) {
+    r.Problem(Reader::Join("options", rule.key), rule.message);
+  }
+}
+
 void LoadHeuristic(HeuristicPolicy& policy, Reader& r, const Json& options, const Json& state) {
   HeuristicConfig c;
-  c.max_loss_chunks = r.Unsigned32(options, "max_loss_chunks", "options");
-  c.relaxed_loss_chunks = r.Unsigned32(options, "relaxed_loss_chunks", "options");
-  c.relaxed_min_peers = r.Unsigned32(options, "relaxed_min_peers", "options");
-  c.floor_cap = r.Unsigned32(options, "floor_cap", "options");
+  LoadOptions(r, options, c);
   const uint32_t floor = r.Unsigned32(state, "floor", "state");
   if (r.problems().empty()) policy.Restore(c, floor);
 }
 
 void LoadBandit(BanditPolicy& policy, Reader& r, const Json& options, const Json& state) {
   BanditConfig c;
-  c.exploration = r.Number(options, "exploration", "options", 0.0,
-                           std::numeric_limits<double>::max(), "finite and >= 0");
+  LoadOptions(r, options, c);
   c.state_bins = r.Bins(options, "state_bins", "options");
   auto tables = std::make_unique<BanditTables>();
   tables->total_decisions = r.Unsigned(state, "total_decisions", "state");
@@ -273,15 +322,8 @@ void LoadBandit(BanditPolicy& policy, Reader& r, const Json& options, const Json
 
 void LoadQLearning(QLearningPolicy& policy, Reader& r, const Json& options, const Json& state) {
   QLearningConfig c;
-  c.learning_rate = r.Number(options, "learning_rate", "options", 0.0, 1.0, "in [0, 1]");
-  c.discount = r.Number(options, "discount", "options", 0.0, 1.0, "in [0, 1]");
-  c.epsilon_start = r.Number(options, "epsilon_start", "options", 0.0, 1.0, "in [0, 1]");
-  c.epsilon_min = r.Number(options, "epsilon_min", "options", 0.0, 1.0, "in [0, 1]");
-  c.epsilon_decay_decisions = r.Unsigned(options, "epsilon_decay_decisions", "options");
+  LoadOptions(r, options, c);
   c.state_bins = r.Bins(options, "state_bins", "options");
-  if (r.problems().empty() && c.epsilon_min > c.epsilon_start) {
-    r.Problem("options.epsilon_min", "value must be <= epsilon_start");
-  }
   auto tables = std::make_unique<QTables>();
   tables->decisions = r.Unsigned(state, "decisions", "state");
   const uint64_t rng_state = r.Unsigned(state, "rng_state", "state");
@@ -309,14 +351,7 @@ void LoadQLearning(QLearningPolicy& policy, Reader& r, const Json& options, cons
 void LoadDynamic(DynamicBatchingPolicy& policy, Reader& r, const Json& options, const Json& state) {
   constexpr double kMax = std::numeric_limits<double>::max();
   DynamicBatchingConfig c;
-  c.latency_target_ms = r.Number(options, "latency_target_ms", "options", 0.0, kMax, "> 0");
-  c.memory_fraction = r.Number(options, "memory_fraction", "options", 0.0, 1.0, "in (0, 1]");
-  c.forgetting = r.Number(options, "forgetting", "options", 0.0, 1.0, "in (0, 1]");
-  if (r.problems().empty()) {
-    if (c.latency_target_ms <= 0) r.Problem("options.latency_target_ms", "value 0 must be > 0");
-    if (c.memory_fraction <= 0) r.Problem("options.memory_fraction", "value 0 must be > 0");
-    if (c.forgetting <= 0) r.Problem("options.forgetting", "value 0 must be > 0");
-  }
+  LoadOptions(r, options, c);
   LatencyFit fit;
   if (const Json* f = r.Object(state, "fit", "state")) {
     fit.weight_sum = r.Number(*f, "weight_sum", "state.fit", 0.0, kMax, "finite and >= 0");
@@ -346,19 +381,14 @@ std::string StopPolicyToJson(const StopPolicy& policy) {
   if (dynamic_cast<const AlwaysAddPolicy*>(&policy) != nullptr) {
     // No options, no state.
   } else if (const auto* h = dynamic_cast<const HeuristicPolicy*>(&policy)) {
-    options["max_loss_chunks"] = h->config().max_loss_chunks;
-    options["relaxed_loss_chunks"] = h->config().relaxed_loss_chunks;
-    options["relaxed_min_peers"] = h->config().relaxed_min_peers;
-    options["floor_cap"] = h->config().floor_cap;
+    SaveOptions(h->config(), options);
     state["floor"] = h->floor();
   } else if (const auto* b = dynamic_cast<const BanditPolicy*>(&policy)) {
     SaveBandit(*b, options, state);
   } else if (const auto* q = dynamic_cast<const QLearningPolicy*>(&policy)) {
     SaveQLearning(*q, options, state);
   } else if (const auto* d = dynamic_cast<const DynamicBatchingPolicy*>(&policy)) {
-    options["latency_target_ms"] = d->config().latency_target_ms;
-    options["memory_fraction"] = d->config().memory_fraction;
-    options["forgetting"] = d->config().forgetting;
+    SaveOptions(d->config(), options);
     const LatencyFit& f = d->fit();
     Json fit;
     fit["weight_sum"] = f.weight_sum;

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "base/types.h"
+#include "policies/config_fields.h"
 #include "policies/selector.h"
 #include "sim/io/embedded_files.h"
 #include "base/input_error.h"
@@ -334,15 +335,54 @@ void ReadWorkload(MapReader& root, Scenario& s, const std::string& base_dir) {
   }
 }
 
+// The knobs of a config's field table from the map `p` reads, with their ranges, then its
+// cross-field rules, each blamed on a key the file (or --set) gave; ReadPolicyConfig does it for
+// the map scheduler.<Config::kSection>. Rules are checked here, with a
+// line, not first when the policy is built (a sweep validates every point up front this way).
+template <class Config>
+void ReadConfigFields(MapReader& p, Config& config) {
+  ForEachField(config, [&](const ConfigField<Config>& field, auto& value) {
+    using T = std::remove_reference_t<decltype(value)>;
+    const std::string key(field.key);
+    if constexpr (std::is_same_v<T, double>) {
+      p.Real(key, value, field.range.real_min, field.range.real_max, field.range.min_exclusive);
+    } else if constexpr (std::is_same_v<T, bool>) {
+      p.Bool(key, value);
+    } else {
+      p.Integer(key, value, field.range.int_min, field.range.int_max);
+    }
+  });
+  for (const ConfigRuleProblem& rule : config.RuleProblems()) {
+    const std::string blamed(p.Value(std::string(rule.key)).IsDefined() ? rule.key : rule.other_key);
+    p.Add(p.Value(blamed), blamed, rule.message);
+  }
+}
+template <class Config>
+void ReadPolicyConfig(MapReader& scheduler, Config& config) {
+  const std::string section(Config::kSection);
+  const std::optional<YAML::Node> node = scheduler.Child(section);
+  if (!node) return;
+  MapReader p(scheduler.problems(), *node, "scheduler." + section);
+  ReadConfigFields(p, config);
+}
+
+// The config's knobs as the summary echoes them: the field table's keys, in its order.
+template <class Config>
+nlohmann::ordered_json PolicyConfigJson(const Config& config) {
+  nlohmann::ordered_json out = nlohmann::ordered_json::object();
+  ForEachField(config, [&](const ConfigField<Config>& field, const auto& value) {
+    out[std::string(field.key)] = value;
+  });
+  return out;
+}
+
 void ReadScheduler(MapReader& root, Scenario& s, const std::string& base_dir) {
   const std::optional<YAML::Node> node = root.Child("scheduler");
   if (!node) return;
   MapReader m(root.problems(), *node, "scheduler");
   m.Choice("selector", s.selector, SelectorNames());
   m.Choice("stop", s.stop, StopPolicyNames());
-  m.Integer("chunk_tokens", s.selector_options.chunk_tokens, 1, 1 << 20);
-  m.Integer("radix_page_size", s.selector_options.radix_page_size, 1, 1 << 16);
-  m.Bool("lpm_fcfs_fallback", s.selector_options.lpm_fcfs_fallback);
+  ReadConfigFields(m, s.selector_options);
   if (const auto policy = m.Child("policy")) {
     MapReader p(m.problems(), *policy, "scheduler.policy");
     p.String("load", s.policy_load);
@@ -356,62 +396,15 @@ void ReadScheduler(MapReader& root, Scenario& s, const std::string& base_dir) {
     }
   }
   StopPolicyOptions& o = s.stop_options;
-  const size_t problems_before_options = m.problems().size();
   std::string reward_time = s.serving.reward_decode_only ? "decode-only" : "step";
   m.Choice("reward_time", reward_time,
            std::initializer_list<std::string_view>{"step", "decode-only"});
   s.serving.reward_decode_only = reward_time == "decode-only";
   m.EnumChoice("state_bins", o.state_bins, kStateBins);
-  if (const auto h = m.Child("heuristic")) {
-    MapReader p(m.problems(), *h, "scheduler.heuristic");
-    p.Integer("max_loss_chunks", o.heuristic_max_loss_chunks, 0, 1 << 20);
-    p.Integer("relaxed_loss_chunks", o.heuristic_relaxed_loss_chunks, 0, 1 << 20);
-    p.Integer("relaxed_min_peers", o.heuristic_relaxed_min_peers, 0, 1 << 30);
-    p.Integer("floor_cap", o.heuristic_floor_cap, 0, 1 << 20);
-    // Cross-field rules are checked here, with a line, not first when the policy is built (a
-    // sweep validates every point up front through this reader).
-    if (o.heuristic_relaxed_loss_chunks < o.heuristic_max_loss_chunks) {
-      const bool relaxed_given = p.Value("relaxed_loss_chunks").IsDefined();
-      p.Add(p.Value(relaxed_given ? "relaxed_loss_chunks" : "max_loss_chunks"),
-            relaxed_given ? "relaxed_loss_chunks" : "max_loss_chunks",
-            "relaxed_loss_chunks (" + std::to_string(o.heuristic_relaxed_loss_chunks) +
-                ") must be >= max_loss_chunks (" + std::to_string(o.heuristic_max_loss_chunks) +
-                "): the relaxed bound loosens the strict one");
-    }
-  }
-  if (const auto b = m.Child("bandit")) {
-    MapReader p(m.problems(), *b, "scheduler.bandit");
-    p.Real("exploration", o.bandit_exploration, 0, 1e12);
-  }
-  if (const auto q = m.Child("qlearning")) {
-    MapReader p(m.problems(), *q, "scheduler.qlearning");
-    p.Real("learning_rate", o.q_learning_rate, 0, 1, true);
-    p.Real("discount", o.q_discount, 0, 1);
-    p.Real("epsilon_start", o.q_epsilon_start, 0, 1);
-    p.Real("epsilon_min", o.q_epsilon_min, 0, 1);
-    p.Integer("epsilon_decay_decisions", o.q_epsilon_decay_decisions, 0,
-              std::numeric_limits<int64_t>::max());
-    if (o.q_epsilon_min > o.q_epsilon_start) {
-      const bool min_given = p.Value("epsilon_min").IsDefined();
-      std::ostringstream message;
-      message << "epsilon_min (" << o.q_epsilon_min << ") must be <= epsilon_start ("
-              << o.q_epsilon_start << "): exploration decays from the start value to the minimum";
-      p.Add(p.Value(min_given ? "epsilon_min" : "epsilon_start"),
-            min_given ? "epsilon_min" : "epsilon_start", message.str());
-    }
-  }
-  if (const auto d = m.Child("dynamic_batching")) {
-    MapReader p(m.problems(), *d, "scheduler.dynamic_batching");
-    p.Real("latency_target_ms", o.dynamic_latency_target_ms, 0, 1e9, true);
-    p.Real("memory_fraction", o.dynamic_memory_fraction, 0, 1, true);
-  }
-  // Whatever the policy's own factory would still refuse (its rules and the reader's ranges
-  // above should agree; this keeps a future rule from escaping the up-front validation).
-  if (problems_before_options == m.problems().size()) {
-    for (const std::string& error : StopPolicyOptionErrors(s.stop, o)) {
-      m.Add(m.Value("stop"), "stop", "options of stop policy '" + s.stop + "': " + error);
-    }
-  }
+  ReadPolicyConfig(m, o.heuristic);
+  ReadPolicyConfig(m, o.bandit);
+  ReadPolicyConfig(m, o.qlearning);
+  ReadPolicyConfig(m, o.dynamic_batching);
 }
 
 void ReadServing(MapReader& root, Scenario& s) {
@@ -664,29 +657,15 @@ nlohmann::ordered_json ScenarioToJson(const Scenario& s) {
                          {"block_tokens", w.trace.block_tokens}};
   }
   const StopPolicyOptions& o = s.stop_options;
-  J scheduler = {{"selector", s.selector},
-                 {"stop", s.stop},
-                 {"chunk_tokens", s.selector_options.chunk_tokens},
-                 {"radix_page_size", s.selector_options.radix_page_size},
-                 {"lpm_fcfs_fallback", s.selector_options.lpm_fcfs_fallback},
-                 {"policy", {{"load", s.policy_load}, {"learning", s.policy_learning}}},
-                 {"heuristic",
-                  {{"max_loss_chunks", o.heuristic_max_loss_chunks},
-                   {"relaxed_loss_chunks", o.heuristic_relaxed_loss_chunks},
-                   {"relaxed_min_peers", o.heuristic_relaxed_min_peers},
-                   {"floor_cap", o.heuristic_floor_cap}}},
+  J scheduler = {{"selector", s.selector}, {"stop", s.stop}};
+  scheduler.update(PolicyConfigJson(s.selector_options));
+  scheduler.update(J{{"policy", {{"load", s.policy_load}, {"learning", s.policy_learning}}},
+                 {HeuristicConfig::kSection, PolicyConfigJson(o.heuristic)},
                  {"reward_time", s.serving.reward_decode_only ? "decode-only" : "step"},
                  {"state_bins", NameOf(kStateBins, o.state_bins)},
-                 {"bandit", {{"exploration", o.bandit_exploration}}},
-                 {"qlearning",
-                  {{"learning_rate", o.q_learning_rate},
-                   {"discount", o.q_discount},
-                   {"epsilon_start", o.q_epsilon_start},
-                   {"epsilon_min", o.q_epsilon_min},
-                   {"epsilon_decay_decisions", o.q_epsilon_decay_decisions}}},
-                 {"dynamic_batching",
-                  {{"latency_target_ms", o.dynamic_latency_target_ms},
-                   {"memory_fraction", o.dynamic_memory_fraction}}}};
+                 {BanditConfig::kSection, PolicyConfigJson(o.bandit)},
+                 {QLearningConfig::kSection, PolicyConfigJson(o.qlearning)},
+                 {DynamicBatchingConfig::kSection, PolicyConfigJson(o.dynamic_batching)}});
   const ServingConfig& c = s.serving;
   J serving = {{"max_num_batched_tokens", c.max_num_batched_tokens},
                {"max_num_seqs", c.max_num_seqs},

@@ -178,7 +178,7 @@ TEST_F(StopPolicyIoTest, SaveLoadSaveIsByteIdenticalAndBehaviourIsPreserved) {
     StopPolicyOptions options;
     options.seed = 42;
     options.state_bins = bins;
-    options.q_epsilon_decay_decisions = 300;
+    options.qlearning.epsilon_decay_decisions = 300;
     for (std::string_view name : StopPolicyNames()) {
       SCOPED_TRACE(std::string(name) + " / " + std::string(StateBinsName(bins)));
       const auto trained = MakeStopPolicy(name, options);
@@ -188,10 +188,10 @@ TEST_F(StopPolicyIoTest, SaveLoadSaveIsByteIdenticalAndBehaviourIsPreserved) {
 
       StopPolicyOptions other;  // different options and seed: the file must override them
       other.seed = 1234;
-      other.bandit_exploration = 3.0;
-      other.q_learning_rate = 0.7;
-      other.dynamic_latency_target_ms = 1.0;
-      other.heuristic_floor_cap = 2;
+      other.bandit.exploration = 3.0;
+      other.qlearning.learning_rate = 0.7;
+      other.dynamic_batching.latency_target_ms = 1.0;
+      other.heuristic.floor_cap = 2;
       const auto loaded = MakeStopPolicy(name, other);
       LoadStopPolicy(*loaded, first);
       SaveStopPolicy(*loaded, Path("second.json"));

@@ -524,11 +524,11 @@ TEST(StopPolicyFactory, BuildsEveryNamedPolicy) {
 
 TEST(StopPolicyFactory, PassesOptionsThrough) {
   StopPolicyOptions options;
-  options.heuristic_floor_cap = 3;
-  options.bandit_exploration = 7.0;
-  options.q_discount = 0.5;
+  options.heuristic.floor_cap = 3;
+  options.bandit.exploration = 7.0;
+  options.qlearning.discount = 0.5;
   options.state_bins = StateBins::kExponential;
-  options.dynamic_latency_target_ms = 12.0;
+  options.dynamic_batching.latency_target_ms = 12.0;
   const auto heuristic = MakeStopPolicy("heuristic", options);
   EXPECT_EQ(dynamic_cast<HeuristicPolicy&>(*heuristic).config().floor_cap, 3u);
   const auto bandit = MakeStopPolicy("bandit", options);
@@ -555,20 +555,32 @@ TEST(StopPolicyFactory, UnknownNameListsTheValidNames) {
 
 TEST(StopPolicyFactory, OutOfRangeOptionsAreAllReported) {
   StopPolicyOptions options;
-  options.q_learning_rate = 0.0;
-  options.q_epsilon_min = 2.0;
+  options.qlearning.learning_rate = 0.0;
+  options.qlearning.epsilon_min = 2.0;
   try {
     (void)MakeStopPolicy("qlearning", options);
     FAIL() << "expected std::invalid_argument";
   } catch (const std::invalid_argument& e) {
     const std::string message = e.what();
-    EXPECT_NE(message.find("q_learning_rate = 0"), std::string::npos) << message;
-    EXPECT_NE(message.find("q_epsilon_min = 2"), std::string::npos) << message;
+    EXPECT_NE(message.find("learning_rate = 0: must be in (0, 1]"), std::string::npos) << message;
+    EXPECT_NE(message.find("epsilon_min = 2: must be in [0, 1]"), std::string::npos) << message;
   }
   options = {};
-  options.dynamic_memory_fraction = 1.5;
+  options.dynamic_batching.memory_fraction = 1.5;
   EXPECT_THROW((void)MakeStopPolicy("dynamic-batching", options), std::invalid_argument);
   EXPECT_NO_THROW((void)MakeStopPolicy("bandit", options));  // only the named policy's fields
+  // A cross-field rule, once every knob is in range.
+  options = {};
+  options.qlearning.epsilon_start = 0.1;
+  options.qlearning.epsilon_min = 0.5;
+  try {
+    (void)MakeStopPolicy("qlearning", options);
+    FAIL() << "expected std::invalid_argument";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("epsilon_min (0.5) must be <= epsilon_start (0.1)"),
+              std::string::npos)
+        << e.what();
+  }
 }
 
 }  // namespace
