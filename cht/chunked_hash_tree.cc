@@ -11,6 +11,7 @@ namespace {
 
 constexpr int kSeqBits = 40;
 constexpr uint64_t kSeqMask = (uint64_t{1} << kSeqBits) - 1;
+constexpr uint32_t kPrefetchAhead = 4;  // run entries whose nodes RefreshBest fetches early
 
 // (chunks, insertion order) as one integer; a node's best minus end << kSeqBits is
 // (missing count, insertion order).
@@ -239,7 +240,15 @@ bool ChunkedHashTree::RefreshBest(uint32_t node) {
   while (q.head < q.run.size() && !IsCurrent(q.run[q.head])) ++q.head;
   while (!q.heap.empty() && !IsCurrent(q.heap.front())) PopTop(q.heap);
   const Entry* front = nullptr;
-  if (q.head < q.run.size()) front = &q.run[q.head];
+  if (q.head < q.run.size()) {
+    front = &q.run[q.head];
+    // Admissions walk a run front to back and read each entry's node (and then its best
+    // request): fetch a few entries ahead, so the walk does not wait on memory each step.
+    if (q.head + kPrefetchAhead < q.run.size()) {
+      const uint32_t ahead = q.run[q.head + kPrefetchAhead].ref;
+      if (!(ahead & kRequestBit)) __builtin_prefetch(&nodes_[ahead]);
+    }
+  }
   if (!q.heap.empty() && (front == nullptr || q.heap.front().key < front->key)) {
     front = &q.heap.front();
   }
@@ -250,6 +259,7 @@ bool ChunkedHashTree::RefreshBest(uint32_t node) {
     n.best = kNoRequest;
   } else {
     n.best = (front->ref & kRequestBit) ? front->ref & ~kRequestBit : nodes_[front->ref].best;
+    __builtin_prefetch(&requests_[n.best]);  // AddToBatch of the new best usually follows
   }
   return true;
 }
@@ -448,27 +458,35 @@ std::optional<ChtCandidate> ChunkedHashTree::FindBest() {
 void ChunkedHashTree::AddToBatch(RequestId id) {
   FEATHER_CHECK(IsWaiting(id), "AddToBatch of a request that is not waiting");
   RequestSlot& slot = requests_[id];
-  // New tip first, from the working set as it was before this request joins it.
-  if (active_ids_.empty()) {
-    tip_level_ = static_cast<uint32_t>(hashes_[id].size());
-    tip_node_ = slot.leaf;
-  } else {
-    const uint32_t deepest = DeepestActiveAncestor(slot.leaf);
-    const uint32_t deepest_end = nodes_[deepest].end;
-    if (deepest_end <= tip_level_) {
-      tip_level_ = deepest_end;
-      tip_node_ = deepest;
-    }
-  }
   slot.state = State::kActive;
   ++slot.epoch;  // retires its terminal entry (I3)
   --num_waiting_;
-  // The nodes entering the working set are the bottom of the path, up to segment_top.
+  // One walk up the path: the nodes entering the working set are its bottom, up to segment_top;
+  // the first node already in it is the deepest active ancestor (the root if none).
   uint32_t segment_top = kNoNode;
-  for (uint32_t n = slot.leaf; n != kRoot; n = nodes_[n].parent) {
+  uint32_t deepest = kRoot;
+  uint32_t n = slot.leaf;
+  for (; n != kRoot; n = nodes_[n].parent) {
     Node& node = nodes_[n];
     --node.waiting;
-    if (node.active++ == 0) segment_top = n;
+    if (node.active++ != 0) break;
+    segment_top = n;
+  }
+  if (n != kRoot) {
+    deepest = n;
+    for (n = nodes_[n].parent; n != kRoot; n = nodes_[n].parent) {
+      Node& node = nodes_[n];
+      --node.waiting;
+      ++node.active;
+    }
+  }
+  // The new tip, from the working set as it was before this request joined it.
+  if (active_ids_.empty()) {
+    tip_level_ = static_cast<uint32_t>(hashes_[id].size());
+    tip_node_ = slot.leaf;
+  } else if (nodes_[deepest].end <= tip_level_) {
+    tip_level_ = nodes_[deepest].end;
+    tip_node_ = deepest;
   }
   Repair(slot.leaf, segment_top);
   active_position_[id] = static_cast<uint32_t>(active_ids_.size());
