@@ -60,7 +60,7 @@
 //                     nodes with a best (the deepest active ancestor is the top's node: no walk)
 //   AddToBatch        O(D) counts + O(log q) per repaired node: O(1) amortized per admission when
 //                     keys arrive in order, whatever the number of waiters
-//   Finish            O(D + log q) per repaired node + O(C) table erases for chunks no request keeps
+//   Finish            O(D + log q) per repaired node + O(C) erases of chunks no request keeps
 //   Remove / Requeue  like Finish
 //   MissingCount      O(D) (computed on demand: chunks minus the deepest active ancestor's end)
 // No operation allocates after warm-up (tables, queues and per-id vectors keep their capacity).
