@@ -1,9 +1,8 @@
-// chunked_hash_tree.cc: the path-compressed Chunked Hash Tree (see chunked_hash_tree.h).
+// chunked_hash_tree.cc: the path-compressed Chunked Hash Tree and its tournament (see
+// chunked_hash_tree.h).
 #include "cht/chunked_hash_tree.h"
 
 #include <algorithm>
-#include <functional>
-#include <iterator>
 
 #include "base/check.h"
 
@@ -12,13 +11,16 @@ namespace {
 
 constexpr int kSeqBits = 40;
 constexpr uint64_t kSeqMask = (uint64_t{1} << kSeqBits) - 1;
+constexpr uint32_t kPrefetchAhead = 4;  // run entries whose nodes RefreshBest fetches early
 
-uint64_t HeapKey(uint32_t miss, uint64_t seq) {
-  return (uint64_t{miss} << kSeqBits) | (seq & kSeqMask);
+// (chunks, insertion order) as one integer; a node's best minus end << kSeqBits is
+// (missing count, insertion order).
+uint64_t StaticKey(uint32_t chunks, uint64_t seq) {
+  return (uint64_t{chunks} << kSeqBits) | (seq & kSeqMask);
 }
 
 // A 4-ary min-heap on `key`: half the depth of a binary heap, and the four 16-byte children of
-// a node share one cache line, so FindBest's pops touch ~log4(W) lines.
+// a node share one cache line.
 template <typename Entry>
 void SiftUp(std::vector<Entry>& heap, size_t i) {
   const Entry moving = heap[i];
@@ -71,20 +73,21 @@ ChunkedHashTree::ChunkedHashTree(const ChtConfig& config)
   requests_.reserve(config_.expected_requests);
   hashes_.reserve(config_.expected_requests);
   nodes_.reserve(config_.expected_requests + 16);
-  waiters_.reserve(config_.expected_requests + 16);
-  heap_.reserve(size_t{config_.expected_requests} * 4);
-  dirty_.reserve(config_.expected_requests);
+  queues_.reserve(config_.expected_requests + 16);
+  global_.reserve(64);
   active_ids_.reserve(config_.expected_requests);
-  // Node 0 is the root: level 0, shared by every request, never in the working set's accounting.
+  // Node 0 is the root: level 0, shared by every request, never in the working set's accounting,
+  // and always an owner (its best sits in the global heap).
   nodes_.push_back(Node{});
   nodes_[kRoot].parent = kNoNode;
-  waiters_.emplace_back();
+  queues_.emplace_back();
 }
 
 // ---------------------------------------------------------------------------------------------
 // Small helpers.
 
 ChunkedHashTree::RequestSlot& ChunkedHashTree::SlotFor(RequestId id) {
+  FEATHER_CHECK(id < kRequestBit, "request ids must be below 2^31");
   if (id >= requests_.size()) {
     requests_.resize(size_t{id} + 1);
     hashes_.resize(size_t{id} + 1);
@@ -101,24 +104,30 @@ bool ChunkedHashTree::IsActive(RequestId id) const {
   return id < requests_.size() && requests_[id].state == State::kActive;
 }
 
+// Active nodes are closed upwards, so the missing chunks are those below the deepest active
+// ancestor.
 uint32_t ChunkedHashTree::MissingCount(RequestId id) const {
   FEATHER_DCHECK(IsWaiting(id), "MissingCount of a request that is not waiting");
-  return requests_[id].miss;
+  return NumChunksOf(id) - nodes_[DeepestActiveAncestor(requests_[id].leaf)].end;
 }
 
 uint32_t ChunkedHashTree::NumChunksOf(RequestId id) const {
   return static_cast<uint32_t>(hashes_[id].size());
 }
 
+// A reused node keeps (and advances) its stamp, so entries pushed for its previous life stay
+// stale.
 uint32_t ChunkedHashTree::NewNode() {
   if (!free_nodes_.empty()) {
     const uint32_t node = free_nodes_.back();
     free_nodes_.pop_back();
+    const uint32_t stamp = nodes_[node].stamp;
     nodes_[node] = Node{};
+    nodes_[node].stamp = stamp + 1;
     return node;
   }
   nodes_.push_back(Node{});
-  waiters_.emplace_back();
+  queues_.emplace_back();
   return static_cast<uint32_t>(nodes_.size() - 1);
 }
 
@@ -162,111 +171,144 @@ void ChunkedHashTree::ReplaceChild(uint32_t old_child, uint32_t new_child) {
   o.prev_sibling = o.next_sibling = kNoNode;
 }
 
-bool ChunkedHashTree::IsCurrent(const HeapEntry& entry) const {
-  const RequestSlot& slot = requests_[entry.id];
-  return slot.state == State::kWaiting && slot.epoch == entry.epoch &&
-         (entry.key >> kSeqBits) == slot.miss;
-}
-
-void ChunkedHashTree::PushHeap(RequestId id) {
-  const RequestSlot& slot = requests_[id];
-  heap_.push_back(HeapEntry{HeapKey(slot.miss, slot.seq), id, slot.epoch});
-  SiftUp(heap_, heap_.size() - 1);
-}
-
-// Lazy deletion lets stale entries pile up; rebuilding once they outnumber the live ones keeps
-// the heap and the run O(W) in size at O(1) amortized cost per push.
-void ChunkedHashTree::CompactHeap() {
-  if (heap_.size() + (run_.size() - run_head_) <= 2 * num_waiting_ + 64) return;
-  const auto stale = [this](const HeapEntry& e) { return !IsCurrent(e); };
-  heap_.erase(std::remove_if(heap_.begin(), heap_.end(), stale), heap_.end());
-  MakeHeap(heap_);
-  // Several current entries of one request may remain (equal miss pushed twice); they are valid
-  // proposals and rare. The run stays sorted under filtering.
-  run_.erase(run_.begin(), run_.begin() + static_cast<std::ptrdiff_t>(run_head_));
-  run_.erase(std::remove_if(run_.begin(), run_.end(), stale), run_.end());
-  run_head_ = 0;
-}
-
-// Many requests re-priced at once (their node entered or left the working set). They come from
-// one waiters list, appended in insertion order, so their new keys are usually already sorted:
-// merging them into the run is O(k) where k sift-ups would cost O(k log W).
-void ChunkedHashTree::AppendSortedRun() {
-  fresh_.clear();
-  for (RequestId id : dirty_) {
-    const RequestSlot& slot = requests_[id];
-    if (slot.state == State::kWaiting) {
-      fresh_.push_back(HeapEntry{HeapKey(slot.miss, slot.seq), id, slot.epoch});
-    }
-  }
-  const auto by_key = [](const HeapEntry& a, const HeapEntry& b) { return a.key < b.key; };
-  if (!std::is_sorted(fresh_.begin(), fresh_.end(), by_key)) {
-    std::sort(fresh_.begin(), fresh_.end(), by_key);
-  }
-  run_scratch_.clear();
-  std::merge(run_.begin() + static_cast<std::ptrdiff_t>(run_head_), run_.end(), fresh_.begin(),
-             fresh_.end(), std::back_inserter(run_scratch_), by_key);
-  run_.swap(run_scratch_);
-  run_head_ = 0;
-}
-
-void ChunkedHashTree::PushDirty() {
-  if (dirty_.size() >= config_.sorted_run_threshold) {
-    AppendSortedRun();
-  } else {
-    for (RequestId id : dirty_) {
-      if (requests_[id].state == State::kWaiting) PushHeap(id);
-    }
-  }
-  for (RequestId id : dirty_) requests_[id].dirty = false;
-  dirty_.clear();
-  CompactHeap();
-}
-
-void ChunkedHashTree::AddWaiter(uint32_t node, RequestId id) {
-  std::vector<Waiter>& list = waiters_[node];
-  // Entries of admitted or removed requests are dropped lazily; compact when they dominate.
-  if (list.size() >= 2 * size_t{nodes_[node].waiting} + 8) CompactWaiters(node);
-  list.push_back(Waiter{id, requests_[id].epoch});
-}
-
-void ChunkedHashTree::CompactWaiters(uint32_t node) {
-  std::vector<Waiter>& list = waiters_[node];
-  list.erase(std::remove_if(list.begin(), list.end(),
-                            [this](const Waiter& w) {
-                              const RequestSlot& s = requests_[w.id];
-                              return s.state != State::kWaiting || s.epoch != w.epoch;
-                            }),
-             list.end());
-}
-
-// The node's chunks joined (entering = true) or left the working set: every waiting request
-// through it misses Length() fewer (or more) chunks. Stale entries are dropped in the same pass;
-// a node with no waiting request holds only stale entries, so its list is simply cleared.
-void ChunkedHashTree::RepriceWaiters(uint32_t node, bool entering) {
-  std::vector<Waiter>& list = waiters_[node];
-  if (nodes_[node].waiting == 0) {
-    list.clear();
-    return;
-  }
-  const uint32_t length = nodes_[node].Length();
-  size_t kept = 0;
-  for (const Waiter& w : list) {
-    RequestSlot& s = requests_[w.id];
-    if (s.state != State::kWaiting || s.epoch != w.epoch) continue;
-    list[kept++] = w;
-    s.miss = entering ? s.miss - length : s.miss + length;
-    if (!s.dirty) {
-      s.dirty = true;
-      dirty_.push_back(w.id);
-    }
-  }
-  list.resize(kept);
-}
-
 uint32_t ChunkedHashTree::DeepestActiveAncestor(uint32_t node) const {
   while (node != kRoot && nodes_[node].active == 0) node = nodes_[node].parent;
   return node;
+}
+
+// ---------------------------------------------------------------------------------------------
+// The tournament (invariants I1-I3 in the header).
+
+uint64_t ChunkedHashTree::TerminalKey(RequestId id) const {
+  return StaticKey(NumChunksOf(id), requests_[id].seq);
+}
+
+bool ChunkedHashTree::IsCurrent(const Entry& entry) const {
+  if (entry.ref & kRequestBit) {
+    const RequestSlot& slot = requests_[entry.ref & ~kRequestBit];
+    return slot.state == State::kWaiting && slot.epoch == entry.stamp;
+  }
+  return nodes_[entry.ref].stamp == entry.stamp;
+}
+
+// Pushes in key order (the common case: requests arrive in insertion order and, in one group,
+// with equal lengths) append to the run; others go to the heap.
+void ChunkedHashTree::PushQueue(uint32_t node, const Entry& entry) {
+  Queue& q = queues_[node];
+  if (q.head == q.run.size()) {
+    q.run.clear();
+    q.head = 0;
+    q.run.push_back(entry);
+  } else if (q.run.back().key <= entry.key) {
+    q.run.push_back(entry);
+  } else {
+    q.heap.push_back(entry);
+    SiftUp(q.heap, q.heap.size() - 1);
+  }
+  // At most one current entry per child and per terminal (I2, I3): rebuild once stale entries
+  // dominate, O(1) amortized per push.
+  const Node& n = nodes_[node];
+  if (q.heap.size() + (q.run.size() - q.head) > 2 * size_t{n.children + n.terminals} + 8) {
+    CompactQueue(node);
+  }
+}
+
+void ChunkedHashTree::CompactQueue(uint32_t node) {
+  Queue& q = queues_[node];
+  const auto stale = [this](const Entry& e) { return !IsCurrent(e); };
+  q.heap.erase(std::remove_if(q.heap.begin(), q.heap.end(), stale), q.heap.end());
+  MakeHeap(q.heap);
+  q.run.erase(q.run.begin(), q.run.begin() + q.head);
+  q.run.erase(std::remove_if(q.run.begin(), q.run.end(), stale), q.run.end());
+  q.head = 0;
+}
+
+// Re-derives best(node) from its queue (I1), dropping stale entries at the fronts. Returns
+// whether it changed; keys are unique (they carry the insertion order), so an unchanged key is
+// an unchanged request.
+bool ChunkedHashTree::RefreshBest(uint32_t node) {
+  Node& n = nodes_[node];
+  if ((node == kRoot ? num_waiting_ : n.waiting) == 0) {
+    // Nothing waits below: every entry is stale, and they stay stale (stamps and epochs only
+    // move forward), so the queue is not even read (an admitted leaf's queue is a cold line).
+    if (n.best_key == kNoKey) return false;
+    n.best_key = kNoKey;
+    n.best = kNoRequest;
+    return true;
+  }
+  Queue& q = queues_[node];
+  while (q.head < q.run.size() && !IsCurrent(q.run[q.head])) ++q.head;
+  while (!q.heap.empty() && !IsCurrent(q.heap.front())) PopTop(q.heap);
+  const Entry* front = nullptr;
+  if (q.head < q.run.size()) {
+    front = &q.run[q.head];
+    // Admissions walk a run front to back and read each entry's node (and then its best
+    // request): fetch a few entries ahead, so the walk does not wait on memory each step.
+    if (q.head + kPrefetchAhead < q.run.size()) {
+      const uint32_t ahead = q.run[q.head + kPrefetchAhead].ref;
+      if (!(ahead & kRequestBit)) __builtin_prefetch(&nodes_[ahead]);
+    }
+  }
+  if (!q.heap.empty() && (front == nullptr || q.heap.front().key < front->key)) {
+    front = &q.heap.front();
+  }
+  const uint64_t key = front == nullptr ? kNoKey : front->key;
+  if (key == n.best_key) return false;
+  n.best_key = key;
+  if (front == nullptr) {
+    n.best = kNoRequest;
+  } else {
+    n.best = (front->ref & kRequestBit) ? front->ref & ~kRequestBit : nodes_[front->ref].best;
+    __builtin_prefetch(&requests_[n.best]);  // AddToBatch of the new best usually follows
+  }
+  return true;
+}
+
+// The node's best, activity or parent changed: retire its current entry (I2) and push the new
+// one where it belongs.
+void ChunkedHashTree::Publish(uint32_t node) {
+  Node& n = nodes_[node];
+  ++n.stamp;
+  if (n.best_key == kNoKey) return;
+  if (node == kRoot || n.active > 0) {
+    PushGlobal(Entry{n.best_key - (uint64_t{n.end} << kSeqBits), node, n.stamp});
+  } else {
+    PushQueue(n.parent, Entry{n.best_key, node, n.stamp});
+  }
+}
+
+void ChunkedHashTree::PushGlobal(const Entry& entry) {
+  // An owner re-published after its top request was admitted usually is the stale top itself:
+  // overwrite it in place.
+  if (!global_.empty() && global_.front().ref == entry.ref) {
+    global_.front() = entry;
+    SiftDown(global_, 0);
+    return;
+  }
+  global_.push_back(entry);
+  SiftUp(global_, global_.size() - 1);
+  if (global_.size() > 2 * NumNodes() + 64) {
+    const auto stale = [this](const Entry& e) { return !IsCurrent(e); };
+    global_.erase(std::remove_if(global_.begin(), global_.end(), stale), global_.end());
+    MakeHeap(global_);
+  }
+}
+
+// Restores I1/I2 after an operation on one request's path: `from`'s queue (or activity)
+// changed, and the nodes from `from` up to `segment_top` (kNoNode: none) changed activity. Every
+// node whose best or activity changed publishes; the walk goes on while the parent's queue saw
+// it (the node was or is inactive) and stops at the first node with nothing to publish.
+void ChunkedHashTree::Repair(uint32_t from, uint32_t segment_top) {
+  bool in_segment = segment_top != kNoNode;
+  for (uint32_t n = from;;) {
+    const bool moved = in_segment;
+    if (n == segment_top) in_segment = false;
+    const bool changed = RefreshBest(n);
+    if (!changed && !moved) return;
+    Publish(n);
+    if (n == kRoot || (!moved && nodes_[n].active > 0)) return;
+    n = nodes_[n].parent;
+  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -302,9 +344,12 @@ uint32_t ChunkedHashTree::DeepestExistingLevel(std::span<const PrefixHash> hashe
   return lo;
 }
 
+
 // Splits `node` so that a node ends exactly at `cut_level` (start <= cut_level < end). The new
 // upper part takes the node's place under its parent; `node` keeps its id and lower range, so
-// anything pointing at the deeper levels (request leaves, the tip) stays valid.
+// anything pointing at the deeper levels (request leaves, the tip) stays valid. The upper part
+// owns nothing of its own yet: its best is the lower part's when that is inactive, and it
+// publishes the same key its parent already holds, so no ancestor changes.
 uint32_t ChunkedHashTree::SplitNode(uint32_t node, uint32_t cut_level,
                                     std::span<const PrefixHash> hashes) {
   const uint32_t upper = NewNode();
@@ -315,14 +360,18 @@ uint32_t ChunkedHashTree::SplitNode(uint32_t node, uint32_t cut_level,
   up.members = lower.members;
   up.active = lower.active;
   up.waiting = lower.waiting;
+  if (lower.active == 0) {
+    up.best_key = lower.best_key;
+    up.best = lower.best;
+  }
   lower.start = cut_level + 1;
   ReplaceChild(node, upper);
   LinkChild(upper, node);
-  CompactWaiters(node);
-  waiters_[upper].assign(waiters_[node].begin(), waiters_[node].end());
   for (uint32_t level = up.start; level <= cut_level; ++level) {
     *chunk_to_node_.Find(ChunkKey{hashes[level - 1], level}) = upper;
   }
+  Publish(node);   // into queue(upper), or the global heap again
+  Publish(upper);  // replaces the lower part's entry in queue(parent)
   return upper;
 }
 
@@ -351,25 +400,19 @@ void ChunkedHashTree::InsertPrepared(RequestId id) {
   slot.seq = next_seq_++;
   ++nodes_[leaf].terminals;
   for (uint32_t n = leaf; n != kRoot; n = nodes_[n].parent) ++nodes_[n].members;
-  AttachAsWaiting(id);
+  AttachAsWaiting(id, kNoNode);
   cache_valid_ = false;
 }
 
-// Marks the request waiting on every node of its path and computes its missing count.
-void ChunkedHashTree::AttachAsWaiting(RequestId id) {
+// Marks the request waiting on every node of its path and enters it into its leaf's queue;
+// `segment_top` as for Repair (a requeued request's path may just have left the working set).
+void ChunkedHashTree::AttachAsWaiting(RequestId id, uint32_t segment_top) {
   RequestSlot& slot = requests_[id];
   slot.state = State::kWaiting;
-  uint32_t miss = 0;
-  for (uint32_t n = slot.leaf; n != kRoot; n = nodes_[n].parent) {
-    Node& node = nodes_[n];
-    ++node.waiting;
-    if (node.active == 0) miss += node.Length();
-    AddWaiter(n, id);
-  }
-  slot.miss = miss;
+  for (uint32_t n = slot.leaf; n != kRoot; n = nodes_[n].parent) ++nodes_[n].waiting;
   ++num_waiting_;
-  PushHeap(id);
-  CompactHeap();
+  PushQueue(slot.leaf, Entry{TerminalKey(id), id | kRequestBit, slot.epoch});
+  Repair(slot.leaf, segment_top);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -378,31 +421,24 @@ void ChunkedHashTree::AttachAsWaiting(RequestId id) {
 std::optional<ChtCandidate> ChunkedHashTree::FindBest() {
   if (num_waiting_ == 0) return std::nullopt;
   if (cache_valid_) return cached_best_;
-  while (!heap_.empty() && !IsCurrent(heap_.front())) PopTop(heap_);
-  while (run_head_ < run_.size() && !IsCurrent(run_[run_head_])) ++run_head_;
-  if (run_head_ == run_.size()) {
-    run_.clear();
-    run_head_ = 0;
-  }
-  const bool from_run =
-      run_head_ < run_.size() && (heap_.empty() || run_[run_head_].key < heap_.front().key);
-  FEATHER_CHECK(from_run || !heap_.empty(), "waiting requests but no current heap entry");
-  const RequestId best = from_run ? run_[run_head_].id : heap_.front().id;
-  const RequestSlot& slot = requests_[best];
+  while (!global_.empty() && !IsCurrent(global_.front())) PopTop(global_);
+  FEATHER_CHECK(!global_.empty(), "waiting requests but no current global entry");
+  const Entry& top = global_.front();
+  // The top's node owns the request: it is the request's deepest active ancestor (or the root).
+  const uint32_t owner = top.ref;
+  const RequestId best = nodes_[owner].best;
 
   ChtCandidate result;
   result.request = best;
   result.tip_before = tip_level_;
-  result.missing = slot.miss;
+  result.missing = static_cast<uint32_t>(top.key >> kSeqBits);
   if (!active_ids_.empty()) {
     // The working-set part of the candidate's path is prefix-closed; at levels <= tip it can
     // only be the tip chain, so the new tip is min(tip, deepest working-set level on the path).
-    const uint32_t deepest = DeepestActiveAncestor(slot.leaf);
-    const uint32_t deepest_end = deepest == kRoot ? 0 : nodes_[deepest].end;
-    if (deepest_end <= tip_level_) {
-      result.tip_after = deepest_end;
-      result.peers = deepest == kRoot ? static_cast<uint32_t>(num_waiting_)
-                                      : nodes_[deepest].waiting;
+    const uint32_t owner_end = nodes_[owner].end;  // 0 for the root
+    if (owner_end <= tip_level_) {
+      result.tip_after = owner_end;
+      result.peers = owner == kRoot ? static_cast<uint32_t>(num_waiting_) : nodes_[owner].waiting;
     } else {
       result.tip_after = tip_level_;
       result.peers = tip_node_ == kRoot ? static_cast<uint32_t>(num_waiting_)
@@ -422,29 +458,39 @@ std::optional<ChtCandidate> ChunkedHashTree::FindBest() {
 void ChunkedHashTree::AddToBatch(RequestId id) {
   FEATHER_CHECK(IsWaiting(id), "AddToBatch of a request that is not waiting");
   RequestSlot& slot = requests_[id];
-  // New tip first, from the working set as it was before this request joins it.
+  slot.state = State::kActive;
+  ++slot.epoch;  // retires its terminal entry (I3)
+  --num_waiting_;
+  // One walk up the path: the nodes entering the working set are its bottom, up to segment_top;
+  // the first node already in it is the deepest active ancestor (the root if none).
+  uint32_t segment_top = kNoNode;
+  uint32_t deepest = kRoot;
+  uint32_t n = slot.leaf;
+  for (; n != kRoot; n = nodes_[n].parent) {
+    Node& node = nodes_[n];
+    --node.waiting;
+    if (node.active++ != 0) break;
+    segment_top = n;
+  }
+  if (n != kRoot) {
+    deepest = n;
+    for (n = nodes_[n].parent; n != kRoot; n = nodes_[n].parent) {
+      Node& node = nodes_[n];
+      --node.waiting;
+      ++node.active;
+    }
+  }
+  // The new tip, from the working set as it was before this request joined it.
   if (active_ids_.empty()) {
     tip_level_ = static_cast<uint32_t>(hashes_[id].size());
     tip_node_ = slot.leaf;
-  } else {
-    const uint32_t deepest = DeepestActiveAncestor(slot.leaf);
-    const uint32_t deepest_end = deepest == kRoot ? 0 : nodes_[deepest].end;
-    if (deepest_end <= tip_level_) {
-      tip_level_ = deepest_end;
-      tip_node_ = deepest;
-    }
+  } else if (nodes_[deepest].end <= tip_level_) {
+    tip_level_ = nodes_[deepest].end;
+    tip_node_ = deepest;
   }
-  slot.state = State::kActive;
-  ++slot.epoch;
-  --num_waiting_;
-  for (uint32_t n = slot.leaf; n != kRoot; n = nodes_[n].parent) {
-    Node& node = nodes_[n];
-    --node.waiting;
-    if (node.active++ == 0) RepriceWaiters(n, /*entering=*/true);
-  }
+  Repair(slot.leaf, segment_top);
   active_position_[id] = static_cast<uint32_t>(active_ids_.size());
   active_ids_.push_back(id);
-  PushDirty();
   cache_valid_ = false;
 }
 
@@ -452,11 +498,14 @@ void ChunkedHashTree::AddToBatch(RequestId id) {
 // Finish, Requeue, Remove.
 
 // Takes an active request out of the working set and the active list and re-extends the tip.
-void ChunkedHashTree::LeaveActive(RequestId id) {
+// Returns the highest node that left the working set (the bottom of the path up to it did), or
+// kNoNode. The caller repairs the tournament.
+uint32_t ChunkedHashTree::LeaveActive(RequestId id) {
   FEATHER_CHECK(IsActive(id), "request is not active");
   RequestSlot& slot = requests_[id];
+  uint32_t segment_top = kNoNode;
   for (uint32_t n = slot.leaf; n != kRoot; n = nodes_[n].parent) {
-    if (--nodes_[n].active == 0) RepriceWaiters(n, /*entering=*/false);
+    if (--nodes_[n].active == 0) segment_top = n;
   }
   const uint32_t position = active_position_[id];
   const RequestId moved = active_ids_.back();
@@ -465,6 +514,7 @@ void ChunkedHashTree::LeaveActive(RequestId id) {
   active_ids_.pop_back();
   slot.state = State::kAbsent;
   ExtendTip();
+  return segment_top;
 }
 
 // A completion can only lengthen the common prefix of the remaining active requests: walk down
@@ -489,16 +539,19 @@ void ChunkedHashTree::ExtendTip() {
 }
 
 void ChunkedHashTree::Finish(RequestId id) {
-  LeaveActive(id);
-  DetachFromTree(id);
-  PushDirty();
+  uint32_t segment_top = LeaveActive(id);
+  const std::span<const PrefixHash> hashes(hashes_[id]);
+  const uint32_t survivor = DetachFromTree(id, &segment_top);
+  Repair(survivor, segment_top);
+  if (survivor != kRoot && nodes_[survivor].children == 1 && nodes_[survivor].terminals == 0) {
+    MergeIntoOnlyChild(survivor, hashes);
+  }
   cache_valid_ = false;
 }
 
 void ChunkedHashTree::Requeue(RequestId id) {
-  LeaveActive(id);
-  AttachAsWaiting(id);
-  PushDirty();
+  const uint32_t segment_top = LeaveActive(id);
+  AttachAsWaiting(id, segment_top);
   cache_valid_ = false;
 }
 
@@ -509,14 +562,22 @@ void ChunkedHashTree::Remove(RequestId id) {
   ++slot.epoch;
   --num_waiting_;
   for (uint32_t n = slot.leaf; n != kRoot; n = nodes_[n].parent) --nodes_[n].waiting;
-  DetachFromTree(id);
+  const std::span<const PrefixHash> hashes(hashes_[id]);
+  uint32_t segment_top = kNoNode;
+  const uint32_t survivor = DetachFromTree(id, &segment_top);
+  Repair(survivor, kNoNode);
+  if (survivor != kRoot && nodes_[survivor].children == 1 && nodes_[survivor].terminals == 0) {
+    MergeIntoOnlyChild(survivor, hashes);
+  }
   cache_valid_ = false;
 }
 
 // Drops the request from the node structure: nodes no request passes through any more are freed
-// (they form the bottom of its path), and a surviving parent left with a single child and no
-// request ending in it is merged into that child, so stretches stay maximal.
-void ChunkedHashTree::DetachFromTree(RequestId id) {
+// (they form the bottom of its path). Returns the deepest surviving node of the path; if the
+// freed nodes took the whole segment that left the working set, *segment_top becomes kNoNode.
+// The caller repairs from the survivor, then merges it into its only child if it is left with one
+// child and no request ending in it, so stretches stay maximal.
+uint32_t ChunkedHashTree::DetachFromTree(RequestId id, uint32_t* segment_top) {
   RequestSlot& slot = requests_[id];
   const std::span<const PrefixHash> hashes(hashes_[id]);
   --nodes_[slot.leaf].terminals;
@@ -524,28 +585,35 @@ void ChunkedHashTree::DetachFromTree(RequestId id) {
   for (uint32_t m = n; m != kRoot; m = nodes_[m].parent) --nodes_[m].members;
   while (n != kRoot && nodes_[n].members == 0) {
     const uint32_t parent = nodes_[n].parent;
+    if (n == *segment_top) *segment_top = kNoNode;
     FreeNode(n, hashes);
     n = parent;
   }
-  if (n != kRoot && nodes_[n].children == 1 && nodes_[n].terminals == 0) {
-    MergeIntoOnlyChild(n, hashes);
-  }
   ++slot.epoch;
   slot.leaf = kRoot;
+  return n;
 }
 
 void ChunkedHashTree::FreeNode(uint32_t node, std::span<const PrefixHash> hashes) {
-  const Node& dying = nodes_[node];
+  Node& dying = nodes_[node];
   FEATHER_DCHECK(dying.children == 0 && dying.active == 0 && dying.waiting == 0,
                  "freeing a node still in use");
   for (uint32_t level = dying.start; level <= dying.end; ++level) {
     chunk_to_node_.Erase(ChunkKey{hashes[level - 1], level});
   }
   UnlinkChild(node);
-  waiters_[node].clear();
+  ++dying.stamp;  // retires its entry, if any (I2)
+  dying.best_key = kNoKey;
+  Queue& q = queues_[node];
+  q.run.clear();
+  q.heap.clear();
+  q.head = 0;
   free_nodes_.push_back(node);
 }
 
+// `node` (no terminals, one child) disappears into its child, which takes its place. The node's
+// best was the child's (or both are active and own nothing of the node's), so the child's new
+// entry carries the key the parent already holds.
 void ChunkedHashTree::MergeIntoOnlyChild(uint32_t node, std::span<const PrefixHash> hashes) {
   const uint32_t child = nodes_[node].first_child;
   FEATHER_DCHECK(tip_node_ != node, "merging away the tip node");
@@ -557,8 +625,14 @@ void ChunkedHashTree::MergeIntoOnlyChild(uint32_t node, std::span<const PrefixHa
   upper.first_child = kNoNode;
   upper.children = 0;
   ReplaceChild(node, child);
-  waiters_[node].clear();
+  ++upper.stamp;
+  upper.best_key = kNoKey;
+  Queue& q = queues_[node];
+  q.run.clear();
+  q.heap.clear();
+  q.head = 0;
   free_nodes_.push_back(node);
+  Publish(child);
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -569,11 +643,10 @@ size_t ChunkedHashTree::MemoryBytes() const {
   bytes += requests_.capacity() * sizeof(RequestSlot) + active_position_.capacity() * 4;
   bytes += hashes_.capacity() * sizeof(hashes_[0]);
   for (const auto& hashes : hashes_) bytes += hashes.capacity() * sizeof(PrefixHash);
-  bytes += nodes_.capacity() * sizeof(Node) + waiters_.capacity() * sizeof(waiters_[0]);
-  for (const auto& list : waiters_) bytes += list.capacity() * sizeof(Waiter);
-  bytes += free_nodes_.capacity() * 4 + heap_.capacity() * sizeof(HeapEntry);
-  bytes += (run_.capacity() + run_scratch_.capacity() + fresh_.capacity()) * sizeof(HeapEntry);
-  bytes += dirty_.capacity() * 4 + active_ids_.capacity() * 4 + path_.capacity() * 4;
+  bytes += nodes_.capacity() * sizeof(Node) + queues_.capacity() * sizeof(Queue);
+  for (const Queue& q : queues_) bytes += (q.run.capacity() + q.heap.capacity()) * sizeof(Entry);
+  bytes += free_nodes_.capacity() * 4 + global_.capacity() * sizeof(Entry);
+  bytes += active_ids_.capacity() * 4 + path_.capacity() * 4;
   return bytes;
 }
 
@@ -581,6 +654,7 @@ void ChunkedHashTree::CheckInvariants() const {
   std::vector<Node> expect(nodes_.size());
   std::vector<uint8_t> is_free(nodes_.size(), 0);
   for (uint32_t f : free_nodes_) is_free[f] = 1;
+  std::vector<uint64_t> expect_best(nodes_.size(), kNoKey);
   size_t waiting = 0;
   for (RequestId id = 0; id < requests_.size(); ++id) {
     const RequestSlot& slot = requests_[id];
@@ -590,7 +664,6 @@ void ChunkedHashTree::CheckInvariants() const {
     FEATHER_CHECK(slot.leaf == kRoot ? chunks == 0 : nodes_[slot.leaf].end == chunks,
                   "request does not end at its leaf's end");
     ++expect[slot.leaf].terminals;
-    uint32_t miss = 0;
     for (uint32_t n = slot.leaf; n != kRoot; n = nodes_[n].parent) {
       FEATHER_CHECK(!is_free[n], "request path through a freed node");
       ++expect[n].members;
@@ -600,11 +673,20 @@ void ChunkedHashTree::CheckInvariants() const {
         const uint32_t* mapped = chunk_to_node_.Find(ChunkKey{hashes[level - 1], level});
         FEATHER_CHECK(mapped != nullptr && *mapped == n, "chunk table disagrees with a path");
       }
-      if (nodes_[n].active == 0) miss += nodes_[n].Length();
     }
     if (slot.state == State::kWaiting) {
       ++waiting;
-      FEATHER_CHECK(slot.miss == miss, "stale missing count");
+      // Domains by brute force: the request belongs to every node on its path whose child on
+      // the path is inactive (and to its leaf).
+      const uint64_t key = TerminalKey(id);
+      uint32_t below = kNoNode;
+      for (uint32_t n = slot.leaf;; n = nodes_[n].parent) {
+        if (below == kNoNode || nodes_[below].active == 0) {
+          expect_best[n] = std::min(expect_best[n], key);
+        }
+        if (n == kRoot) break;
+        below = n;
+      }
     }
   }
   FEATHER_CHECK(waiting == num_waiting_, "waiting count");
@@ -627,6 +709,56 @@ void ChunkedHashTree::CheckInvariants() const {
     chunks_in_nodes += node.Length();
   }
   FEATHER_CHECK(chunks_in_nodes == chunk_to_node_.size(), "chunk table holds foreign entries");
+
+  // The tournament. I3 and the placement half of I2: every current entry is where its subject
+  // belongs, with the subject's key.
+  std::vector<uint32_t> published(nodes_.size(), 0);
+  for (uint32_t n = 0; n < nodes_.size(); ++n) {
+    if (is_free[n]) continue;
+    const Queue& q = queues_[n];
+    FEATHER_CHECK(q.head <= q.run.size(), "queue head past its run");
+    uint64_t front = kNoKey;
+    const auto check = [&](const Entry& e) {
+      if (!IsCurrent(e)) return;
+      front = std::min(front, e.key);
+      if (e.ref & kRequestBit) {
+        const RequestId id = e.ref & ~kRequestBit;
+        FEATHER_CHECK(requests_[id].leaf == n && e.key == TerminalKey(id),
+                      "terminal entry in a foreign queue or with a stale key");
+      } else {
+        const Node& child = nodes_[e.ref];
+        FEATHER_CHECK(!is_free[e.ref] && child.parent == n && child.active == 0 &&
+                          e.key == child.best_key,
+                      "child entry of an active, foreign or re-keyed node");
+        ++published[e.ref];
+      }
+    };
+    for (size_t i = q.head; i < q.run.size(); ++i) {
+      check(q.run[i]);
+      FEATHER_CHECK(i == q.head || q.run[i - 1].key <= q.run[i].key, "queue run out of order");
+    }
+    for (const Entry& e : q.heap) check(e);
+    // I1: best is the queue's current minimum and the brute-force domain minimum.
+    FEATHER_CHECK(nodes_[n].best_key == front, "best disagrees with its queue");
+    FEATHER_CHECK(front == expect_best[n], "best disagrees with a brute-force domain minimum");
+    FEATHER_CHECK(front == kNoKey || TerminalKey(nodes_[n].best) == front,
+                  "best request does not hold the best key");
+  }
+  for (const Entry& e : global_) {
+    if (!IsCurrent(e)) continue;
+    const Node& owner = nodes_[e.ref];
+    FEATHER_CHECK(!is_free[e.ref] && (e.ref == kRoot || owner.active > 0) &&
+                      e.key == owner.best_key - (uint64_t{owner.end} << kSeqBits),
+                  "global entry of an inactive or re-keyed node");
+    ++published[e.ref];
+  }
+  // The uniqueness half of I2.
+  for (uint32_t n = 0; n < nodes_.size(); ++n) {
+    if (is_free[n]) continue;
+    FEATHER_CHECK(published[n] == (nodes_[n].best_key == kNoKey ? 0u : 1u),
+                  "a node with a best must have exactly one current entry");
+  }
+
   const auto count = static_cast<uint32_t>(active_ids_.size());
   if (count == 0) {
     FEATHER_CHECK(tip_level_ == 0, "tip of an empty batch");

@@ -1,38 +1,69 @@
-// chunked_hash_tree.h: the Chunked Hash Tree (CHT) of the paper, with a path-compressed layout.
+// chunked_hash_tree.h: the Chunked Hash Tree (CHT) of the paper, with a path-compressed layout
+// and a tournament over the trie for FindBest.
 //
 // What it provides. The scheduler's prefix detector: waiting and active ("in the batch") requests
 // represented by cumulative chunk-hash vectors; the working set of (level, hash) pairs covered by
-// active requests; each waiting request's missing count (chunks absent from the working set) in a
-// lazy min-heap; the shared prefix tip (deepest level common to all active requests); and
-// FindBest, which proposes the waiting request with the fewest missing chunks together with the
-// tip depth before/after admitting it and its peers (waiting requests sharing its prefix at the
-// new depth). Semantics are exactly those of the paper's Appendix "Operations of Chunked Hash
-// Tree"; ReferenceCht (reference_cht.h) is the brute-force statement of them and the
-// differential tests hold the two equal after every operation.
+// active requests; each waiting request's missing count (chunks absent from the working set); the
+// shared prefix tip (deepest level common to all active requests); and FindBest, which proposes
+// the waiting request with the fewest missing chunks together with the tip depth before/after
+// admitting it and its peers (waiting requests sharing its prefix at the new depth). Semantics are
+// exactly those of the paper's Appendix "Operations of Chunked Hash Tree"; ReferenceCht
+// (reference_cht.h) is the brute-force statement of them and the differential tests hold the two
+// equal after every operation.
 //
-// How it goes further than the paper. Cumulative hashes make the (level, hash) pairs a trie, and
-// every chunk on a non-branching stretch of that trie has the same set of requests through it, so
-// the same reference count, working-set membership and waiting set. The tree therefore stores
-// maximal non-branching stretches as one node (like a radix tree over chunks): a 20K-token shared
-// prefix is one node, not 400. AddToBatch and Finish touch O(D) nodes, D = compressed depth (2
-// for N groups with unique suffixes), instead of O(C) chunks. Nodes split when a new request
-// branches or ends inside one and merge back when the branch leaves.
+// Path compression. Cumulative hashes make the (level, hash) pairs a trie, and every chunk on a
+// non-branching stretch of that trie has the same set of requests through it, so the same
+// reference count, working-set membership and waiting set. The tree therefore stores maximal
+// non-branching stretches as one node (like a radix tree over chunks): a 20K-token shared prefix
+// is one node, not 400. Nodes split when a new request branches or ends inside one and merge back
+// when the branch leaves.
 //
-// When to use it. One tree per scheduler; request ids are dense integers chosen by the caller
-// (recycle them: per-request state is a flat array indexed by id). All prompts of one tree must
-// use the same chunk size and hash scheme; InsertHashes takes precomputed cumulative hashes (trace
-// block ids), which must be prefix-consistent (equal h_c implies equal h_1..h_{c-1}).
+// The tournament (why no missing count is ever updated). A node is active (in the working set)
+// iff an active request passes through it, so the active nodes are closed upwards: every path
+// is an active top part and an inactive bottom part, and a waiting request r with c(r) chunks
+// whose deepest active ancestor-or-self is node a misses exactly c(r) - end(a) chunks. Call a
+// the request's owner and the waiting requests a node owns its domain: its own terminals plus
+// everything below its inactive children (for an inactive node: its whole waiting subtree). The
+// order inside one domain is by the static key (c(r), insertion order), which no working-set
+// change alters; only which node owns a request changes. So each node n keeps
+//   best(n)  = the minimum static key over its domain (none when empty), and
+//   queue(n) = a lazy priority queue holding one entry per terminal waiting at n and one per
+//              inactive child c with a best (key best(c)),
+// and a global heap holds, for every active node a (the root counts as active) with a best, the
+// key best(a) - end(a) << 40, which is (missing count, insertion order). FindBest is the global
+// heap's top. Invariants, checked by CheckInvariants():
+//   I1 best(n) = the minimum over queue(n)'s current entries = the brute-force domain minimum;
+//   I2 every node n with a best has exactly one current entry: in queue(parent) if n is inactive,
+//      in the global heap if n is active or the root; entries are current while the node's
+//      stamp (bumped whenever its best, activity or parent changes) equals the entry's;
+//   I3 a terminal entry is current while its request waits in the same epoch.
+// An operation changes queues and activity only along one request's path, and best(n) depends
+// only on queue(n), so it repairs bottom-up along that path and stops at the first node whose
+// best and activity did not change (or that stayed active: only the global heap saw it). When a
+// node with W waiters enters the working set nothing is re-priced: its entry moves from its
+// parent's queue to the global heap, O(log) once, where a per-request structure pays O(W).
+// Queues are a sorted run (pushes in key order append; pops advance a head: O(1)) beside a 4-ary
+// heap for out-of-order pushes; stale entries are skipped when they reach a front and the queue
+// is rebuilt once stale entries outnumber live ones.
 //
-// Complexity (T tokens, C = ceil(T/K) chunks, D = compressed depth <= C, W waiting requests,
-// W_n = waiting requests through a node that enters or leaves the working set):
+// When to use it. One tree per scheduler; request ids are dense integers below 2^31 chosen by
+// the caller (recycle them: per-request state is a flat array indexed by id). All prompts of one
+// tree must use the same chunk size and hash scheme; InsertHashes takes precomputed cumulative
+// hashes (trace block ids), which must be prefix-consistent (equal h_c implies equal h_1..h_{c-1}).
+//
+// Complexity (T tokens, C = ceil(T/K) chunks, D = compressed depth <= C, q = queue size along
+// the path, which is O(children + terminals) of a node; a pop from a run is O(1)):
 //   Insert            O(T) hashing + O(log C) table probes + O(C) for the new leaf's chunks
-//                     + O(D) + O(log W) heap push (+ O(W_n) when it splits a node)
+//                     + O(D) counts + O(log q) per node whose best improves (usually none)
 //   InsertHashes      as Insert without the hashing
-//   FindBest          O(1) when cached; else O(s log W) for s stale heap entries + O(D)
-//   AddToBatch        O(D + sum W_n + u log W), u = requests whose missing count changed
-//   Finish            O(D + sum W_n + u log W) + O(C) table erases for chunks no request keeps
+//   FindBest          O(1) when cached; else O(s log A) for s stale global entries, A = active
+//                     nodes with a best (the deepest active ancestor is the top's node: no walk)
+//   AddToBatch        O(D) counts + O(log q) per repaired node: O(1) amortized per admission when
+//                     keys arrive in order, whatever the number of waiters
+//   Finish            O(D + log q) per repaired node + O(C) erases of chunks no request keeps
 //   Remove / Requeue  like Finish
-// No operation allocates after warm-up (tables and per-id vectors keep their capacity).
+//   MissingCount      O(D) (computed on demand: chunks minus the deepest active ancestor's end)
+// No operation allocates after warm-up (tables, queues and per-id vectors keep their capacity).
 #pragma once
 
 #include <cstddef>
@@ -52,9 +83,6 @@ struct ChtConfig {
   HashScheme hash_scheme = HashScheme::kStreaming;
   uint32_t expected_requests = 1024;  // capacity reserved up front (grows if exceeded)
   uint32_t expected_chunks = 1 << 16;
-  // At least this many requests re-priced by one operation go into the sorted run instead of
-  // one heap push each (a tuning knob; tests set it low to exercise both paths).
-  uint32_t sorted_run_threshold = 64;
 };
 
 // FindBest's answer. Depths are in chunks. peers counts the waiting requests (the candidate
@@ -111,15 +139,14 @@ class ChunkedHashTree {
 
   // Hot per-request state (24 bytes); the hash vectors live apart in hashes_.
   struct RequestSlot {
-    uint64_t seq = 0;                // insertion order, the FindBest tie-break
-    uint32_t leaf = 0;               // node where the request's path ends (root when empty)
-    uint32_t miss = 0;
-    uint32_t epoch = 0;  // bumped whenever the request leaves the waiting state
+    uint64_t seq = 0;    // insertion order, the FindBest tie-break
+    uint32_t leaf = 0;   // node where the request's path ends (root when empty)
+    uint32_t epoch = 0;  // bumped whenever the request leaves the waiting state (I3)
     State state = State::kAbsent;
-    bool dirty = false;  // missing count changed during the current operation
   };
 
-  // A maximal stretch of chunk levels [start, end] through which the same requests pass.
+  // A maximal stretch of chunk levels [start, end] through which the same requests pass, with its
+  // tournament state. 64 bytes: one cache line.
   struct Node {
     uint32_t parent = 0;
     uint32_t first_child = kNoNode;
@@ -132,19 +159,26 @@ class ChunkedHashTree {
     uint32_t waiting = 0;    // waiting requests through it
     uint32_t terminals = 0;  // requests whose path ends at `end`
     uint32_t children = 0;
+    uint32_t stamp = 0;           // see I2 in the header comment; survives the node's reuse
+    uint64_t best_key = kNoKey;   // best(n): chunks << 40 | insertion order, or kNoKey
+    RequestId best = kNoRequest;  // the request holding best_key
     [[nodiscard]] uint32_t Length() const { return end + 1 - start; }
   };
 
-  // An entry of a node's waiting list; stale once the request's epoch moved on.
-  struct Waiter {
-    RequestId id;
-    uint32_t epoch;
+  // An entry of a node's queue or of the global heap. `ref` is a node, or a request id with
+  // kRequestBit set (a terminal); `stamp` is the node's stamp or the request's epoch when pushed.
+  struct Entry {
+    uint64_t key;
+    uint32_t ref;
+    uint32_t stamp;
   };
 
-  struct HeapEntry {
-    uint64_t key;  // missing count << 40 | insertion sequence
-    RequestId id;
-    uint32_t epoch;
+  // queue(n): a sorted run (live part run[head, end)) beside a 4-ary heap (one cache line of
+  // children per level) for pushes that arrive out of key order.
+  struct Queue {
+    std::vector<Entry> run;
+    std::vector<Entry> heap;
+    uint32_t head = 0;
   };
 
   struct ChunkKey {
@@ -160,24 +194,18 @@ class ChunkedHashTree {
 
   static constexpr uint32_t kNoNode = 0xffffffffu;
   static constexpr uint32_t kRoot = 0;
+  static constexpr uint64_t kNoKey = ~uint64_t{0};
+  static constexpr uint32_t kRequestBit = 0x80000000u;
 
   void InsertPrepared(RequestId id);
   [[nodiscard]] uint32_t DeepestExistingLevel(std::span<const PrefixHash> hashes) const;
   uint32_t SplitNode(uint32_t node, uint32_t cut_level, std::span<const PrefixHash> hashes);
-  void AttachAsWaiting(RequestId id);
-  void DetachFromTree(RequestId id);
+  void AttachAsWaiting(RequestId id, uint32_t segment_top);
+  [[nodiscard]] uint32_t DetachFromTree(RequestId id, uint32_t* segment_top);
   void FreeNode(uint32_t node, std::span<const PrefixHash> hashes);
   void MergeIntoOnlyChild(uint32_t node, std::span<const PrefixHash> hashes);
-  void LeaveActive(RequestId id);
+  [[nodiscard]] uint32_t LeaveActive(RequestId id);
   void ExtendTip();
-  void RepriceWaiters(uint32_t node, bool entering);
-  void AddWaiter(uint32_t node, RequestId id);
-  void CompactWaiters(uint32_t node);
-  void PushDirty();
-  void PushHeap(RequestId id);
-  void CompactHeap();
-  void AppendSortedRun();
-  [[nodiscard]] bool IsCurrent(const HeapEntry& entry) const;
   [[nodiscard]] uint32_t DeepestActiveAncestor(uint32_t node) const;
   [[nodiscard]] RequestSlot& SlotFor(RequestId id);
   uint32_t NewNode();
@@ -185,22 +213,24 @@ class ChunkedHashTree {
   void UnlinkChild(uint32_t child);
   void ReplaceChild(uint32_t old_child, uint32_t new_child);
 
+  // The tournament.
+  [[nodiscard]] uint64_t TerminalKey(RequestId id) const;
+  [[nodiscard]] bool IsCurrent(const Entry& entry) const;
+  void PushQueue(uint32_t node, const Entry& entry);
+  void CompactQueue(uint32_t node);
+  [[nodiscard]] bool RefreshBest(uint32_t node);
+  void Publish(uint32_t node);
+  void PushGlobal(const Entry& entry);
+  void Repair(uint32_t from, uint32_t segment_top);
+
   ChtConfig config_;
   std::vector<RequestSlot> requests_;
   std::vector<std::vector<PrefixHash>> hashes_;  // per id; kept for table maintenance
   std::vector<Node> nodes_;
-  std::vector<std::vector<Waiter>> waiters_;  // per node
+  std::vector<Queue> queues_;  // per node
   std::vector<uint32_t> free_nodes_;
   FlatHashMap<ChunkKey, uint32_t, ChunkKeyHash> chunk_to_node_;
-  std::vector<HeapEntry> heap_;  // 4-ary min-heap on key: one cache line of children per level
-  // Entries of a mass re-pricing (a node with many waiters entering or leaving the working set),
-  // kept as one sorted run beside the heap: FindBest takes the smaller of the two fronts, and
-  // popping the run is O(1). Live part: run_[run_head_, end).
-  std::vector<HeapEntry> run_;
-  std::vector<HeapEntry> run_scratch_;
-  std::vector<HeapEntry> fresh_;
-  size_t run_head_ = 0;
-  std::vector<RequestId> dirty_;
+  std::vector<Entry> global_;  // 4-ary min-heap of active nodes' bests, keyed by missing count
   std::vector<RequestId> active_ids_;
   std::vector<uint32_t> active_position_;  // per id: index in active_ids_
   std::vector<uint32_t> path_;              // scratch for ExtendTip

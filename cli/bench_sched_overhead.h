@@ -4,7 +4,8 @@
 //
 // For every selector, shared-prefix length and waiting-queue size: fill the waiting queue with
 // prompts sharing a prefix, then time one round (BeginRound, then Next/Admit until the batch
-// holds `max_batch` requests or the queue is empty).
+// holds `max_batch` requests or the queue is empty). Repetitions interleave the selectors, and
+// every selector's time is reported with its ratio to CHT's in the same repetition.
 #pragma once
 
 #include <cstdint>
@@ -27,7 +28,11 @@ struct SchedOverheadOptions {
   uint64_t seed = 1;
 };
 
-// Returns {"rows": [{"selector", "prefix_tokens", "waiting", "round_ns", ...}], "provenance"}.
+// Returns {"rows": [{"selector", "prefix_tokens", "waiting", "round_ns", "min_round_ns",
+// "max_round_ns", "over_cht", "over_cht_min", "over_cht_max", ...}],
+// "ratios_at_waiting_<largest>": {"<prefix>": {"<selector>_over_cht": median,
+// "<selector>_over_cht_spread": [min, max]}}, "setup", "provenance"}. Ratios are taken per
+// repetition against CHT's round of the same repetition (selectors interleave).
 [[nodiscard]] nlohmann::json RunSchedOverheadBenchmark(const SchedOverheadOptions& options);
 
 }  // namespace feather

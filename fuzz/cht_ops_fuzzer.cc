@@ -2,8 +2,9 @@
 // equal to its brute-force reference (cht/reference_cht.h) over operation sequences the fuzzer
 // chooses.
 //
-// Input (FuzzedDataProvider): the tree's configuration (chunk size 1..8, hash scheme, re-pricing
-// threshold 1 or 64, tiny initial capacities so every table grows), then up to 256 operations:
+// Input (FuzzedDataProvider): the tree's configuration (chunk size 1..8, hash scheme, one unused
+// byte that was a re-pricing threshold, tiny initial capacities so every table grows), then up
+// to 256 operations:
 // Insert (a fresh id or a recycled one; the prompt is a prefix of an earlier prompt, possibly
 // empty, plus a few tokens from a 3-token alphabet, so prompts share, branch and end inside
 // chunks), AddToBatch of FindBest's proposal or of any waiting request, Finish, Remove, Requeue.
@@ -83,7 +84,7 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   ChtConfig config;
   config.chunk_tokens = in.ConsumeIntegralInRange<uint32_t>(1, 8);
   config.hash_scheme = in.ConsumeBool() ? HashScheme::kChained : HashScheme::kStreaming;
-  config.sorted_run_threshold = in.ConsumeBool() ? 1 : 64;
+  (void)in.ConsumeBool();  // formerly the sorted-run threshold; consumed so corpora keep meaning
   config.expected_requests = 2;
   config.expected_chunks = 4;
   ChunkedHashTree tree(config);

@@ -2,8 +2,9 @@
 //
 // Proposals are FindBest's: the waiting request missing the fewest chunks from the working set
 // of the running batch, with the prefix signal (tip before/after, peers) the stop policies read.
-// Per-round cost: O(b) FindBest/AddToBatch calls for a batch of b admissions, each O(D + log W)
-// plus the miss-count propagation of nodes entering the working set (chunked_hash_tree.h).
+// Per-round cost: O(b) FindBest/AddToBatch calls for a batch of b admissions, each O(D) plus
+// O(log q) per tournament node it repairs (O(1) when keys arrive in order), independent of how
+// many requests wait below a node entering the working set (chunked_hash_tree.h).
 #pragma once
 
 #include "cht/chunked_hash_tree.h"

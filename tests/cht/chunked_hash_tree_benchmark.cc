@@ -1,7 +1,10 @@
 // chunked_hash_tree_benchmark.cc: Google Benchmark microbenchmarks of the CHT's operations in a
 // steady state (a fixed waiting population churned through a batch), and of prefix hashing.
 #include <benchmark/benchmark.h>
+#include <xxhash.h>
 
+#include <algorithm>
+#include <chrono>
 #include <vector>
 
 #include "cht/chunked_hash_tree.h"
@@ -99,6 +102,79 @@ void BM_RoundOf500(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * 500);
 }
 BENCHMARK(BM_RoundOf500)->Args({20000, 5000})->Args({1000, 5000})->Unit(benchmark::kMicrosecond);
+
+}  // namespace
+}  // namespace feather
+
+namespace feather {
+namespace {
+
+// Issue 19's insert target: CHT Insert (prefix hashes + tree insertion) against hashing the same
+// tokens with XXH3 alone, measured side by side. `waiting` prompts of 5 groups with a
+// `prefix`-token shared prefix and 100 unique tokens wait; each iteration removes 64 of them
+// (untimed) and re-inserts them (timed), and hashes the same 64 prompts with XXH3_64bits (timed).
+// The two timed halves alternate which goes first, so neither always finds the prompts cached.
+// Counters: insert_ns and xxh3_ns per prompt, insert_over_xxh3 (the target is <= 1.3); run with
+// --benchmark_repetitions=N for the spread. Second argument: the hash scheme (0 streaming, the
+// default and the paper's Alg. ComputeHashes; 1 chained).
+void BM_InsertVsXxh3(benchmark::State& state) {
+  using Clock = std::chrono::steady_clock;
+  const auto prefix = static_cast<uint32_t>(state.range(0));
+  const uint32_t waiting = 1000;
+  const uint32_t batch = 64;
+  const PromptSet set = MakeGroupedPrompts(waiting, 5, prefix, 100, 7);
+  ChtConfig config;
+  config.expected_requests = waiting;
+  config.hash_scheme = state.range(1) == 0 ? HashScheme::kStreaming : HashScheme::kChained;
+  ChunkedHashTree tree(config);
+  for (RequestId id = 0; id < set.size(); ++id) tree.Insert(id, set.Prompt(id));
+  uint64_t insert_ns = 0;
+  uint64_t xxh3_ns = 0;
+  uint64_t prompts = 0;
+  uint64_t sink = 0;
+  RequestId next = 0;
+  bool xxh3_first = false;
+  for (auto _ : state) {
+    const RequestId first = next;
+    next = (next + batch) % (waiting - batch);
+    for (RequestId id = first; id < first + batch; ++id) tree.Remove(id);
+    const auto time_insert = [&] {
+      const auto start = Clock::now();
+      for (RequestId id = first; id < first + batch; ++id) tree.Insert(id, set.Prompt(id));
+      insert_ns += static_cast<uint64_t>((Clock::now() - start).count());
+    };
+    const auto time_xxh3 = [&] {
+      const auto start = Clock::now();
+      for (RequestId id = first; id < first + batch; ++id) {
+        const auto prompt = set.Prompt(id);
+        sink += XXH3_64bits(prompt.data(), prompt.size_bytes());
+      }
+      xxh3_ns += static_cast<uint64_t>((Clock::now() - start).count());
+    };
+    if (xxh3_first) {
+      time_xxh3();
+      time_insert();
+    } else {
+      time_insert();
+      time_xxh3();
+    }
+    xxh3_first = !xxh3_first;
+    prompts += batch;
+  }
+  benchmark::DoNotOptimize(sink);
+  state.counters["insert_ns"] = static_cast<double>(insert_ns) / static_cast<double>(prompts);
+  state.counters["xxh3_ns"] = static_cast<double>(xxh3_ns) / static_cast<double>(prompts);
+  state.counters["insert_over_xxh3"] =
+      static_cast<double>(insert_ns) / static_cast<double>(std::max<uint64_t>(1, xxh3_ns));
+  state.SetItemsProcessed(static_cast<int64_t>(prompts));
+}
+BENCHMARK(BM_InsertVsXxh3)
+    ->ArgNames({"prefix", "chained"})
+    ->Args({4000, 0})
+    ->Args({20000, 0})
+    ->Args({4000, 1})
+    ->Args({20000, 1})
+    ->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 }  // namespace feather

@@ -66,7 +66,6 @@ void RunSequence(uint64_t seed, uint32_t chunk, int ops) {
   config.chunk_tokens = chunk;
   config.expected_requests = 8;
   config.expected_chunks = 16;  // small on purpose: exercises table growth
-  config.sorted_run_threshold = seed % 2 == 0 ? 1 : 64;  // both re-pricing paths
   ChunkedHashTree tree(config);
   ReferenceCht ref;
   std::vector<RequestId> free_ids;
