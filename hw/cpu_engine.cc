@@ -46,6 +46,7 @@
 #include "base/splitmix64.h"
 #include "hw/cascade_attention.h"
 #include "hw/decode_attention.h"
+#include "hw/plan_layout.h"
 #include "hw/prefill_attention.h"
 
 namespace feather::hw {
@@ -279,14 +280,8 @@ struct CpuEngine::State {
   // Cascade: the prefix pass's states and the suffix pass's lse, [B][heads](·head_dim).
   AlignedArray<float> prefix_out, prefix_lse, suffix_lse;
 
-  // Per-step bookkeeping, reused.
-  std::vector<uint32_t> row_position;                 // per row
-  std::vector<RequestId> row_request;                 // per row
-  std::vector<uint32_t> sampled_row;                  // per plan request
-  std::vector<uint32_t> decode_index, prefill_index;  // plan indices
-  std::vector<const uint32_t*> decode_tables, prefill_tables;
-  std::vector<uint32_t> decode_context, decode_kv_end, decode_kv_begin;
-  std::vector<uint32_t> prefill_context, prefill_chunk, prefill_row;
+  // Per-step host layout (plan_layout.h), reused.
+  StepLayout step;
   std::vector<uint32_t> argmax;
   uint32_t last_requests = 0;
   DecodeWorkspace decode_workspace;
@@ -298,8 +293,7 @@ struct CpuEngine::State {
   // One step's work (Execute's body, inside its denormal switch); fills every term but
   // kOverhead and total_ns.
   void Step(const BatchPlan& plan, StepTiming& timing);
-  void Attention(const Layer& layer, uint32_t decode, uint32_t prefill, uint32_t cascade_prefix,
-                 const uint32_t* cascade_table, StepTiming& timing);
+  void Attention(Layer& layer, StepTiming& timing);
 };
 
 void CpuEngine::State::GrowRope(uint32_t positions) {
@@ -342,7 +336,7 @@ void CpuEngine::State::Embed(uint32_t rows) {
   const uint32_t hidden = model.hidden;
   float* out = x.data();
   for (uint32_t row = 0; row < rows; ++row) {
-    const uint32_t token = TokenOf(row_request[row], row_position[row], model.vocab);
+    const uint32_t token = TokenOf(step.row_request[row], step.row_position[row], model.vocab);
     float* dst = out + size_t{row} * hidden;
     if (model.tied_embeddings) {
       const float* column = lm_head.data() + token;  // column `token` of [hidden][vocab]
@@ -354,33 +348,30 @@ void CpuEngine::State::Embed(uint32_t rows) {
 }
 
 // KV appends and attention of one layer, rows' q/k_new/v_new ready; writes attn.
-void CpuEngine::State::Attention(const Layer& layer, uint32_t decode, uint32_t prefill,
-                                 uint32_t cascade_prefix, const uint32_t* cascade_table,
-                                 StepTiming& timing) {
+void CpuEngine::State::Attention(Layer& layer, StepTiming& timing) {
   auto& term = timing.term_ns;
   const auto kDecode = static_cast<size_t>(StepTerm::kDecodeAttention);
   const auto kCascade = static_cast<size_t>(StepTerm::kCascadePrefix);
   const auto kPrefill = static_cast<size_t>(StepTerm::kPrefillAttention);
+  void* k_pool = layer.k_pool.data();
+  void* v_pool = layer.v_pool.data();
+  const uint32_t decode = step.num_decode;
+  const uint32_t prefill = step.num_prefill;
   if (decode > 0) {
     int64_t t0 = NowNs();
+    const PagedKvView kv = step.DecodeKv(k_pool, v_pool, layout);
     for (uint32_t b = 0; b < decode; ++b) {
-      AppendKv(layer.k_pool.data(), layer.v_pool.data(), layout, decode_tables[b],
-               decode_context[b], 1, k_new.data() + size_t{b} * kv_width,
+      AppendKv(kv, b, step.Context(b), 1, k_new.data() + size_t{b} * kv_width,
                v_new.data() + size_t{b} * kv_width);
     }
     DecodeAttentionParams params;
     params.q = q.data();
     params.out = attn.data();
-    params.k_pool = layer.k_pool.data();
-    params.v_pool = layer.v_pool.data();
-    params.layout = layout;
-    params.block_tables = decode_tables.data();
-    params.kv_end = decode_kv_end.data();
-    params.num_requests = decode;
+    params.kv = kv;
     params.num_heads = model.heads;
     params.scale = scale;
     params.num_threads = threads;
-    if (cascade_prefix == 0) {
+    if (step.cascade_prefix_tokens == 0) {
       PagedDecodeAttention(params, decode_workspace);
       term[kDecode] += NowNs() - t0;
     } else {
@@ -393,11 +384,7 @@ void CpuEngine::State::Attention(const Layer& layer, uint32_t decode, uint32_t p
       prefix.q = q.data();
       prefix.out = prefix_out.data();
       prefix.lse = prefix_lse.data();
-      prefix.k_pool = layer.k_pool.data();
-      prefix.v_pool = layer.v_pool.data();
-      prefix.layout = layout;
-      prefix.prefix_block_table = cascade_table;
-      prefix.prefix_tokens = cascade_prefix;
+      prefix.kv = step.CascadePrefixKv(k_pool, v_pool, layout);
       prefix.num_queries = decode;
       prefix.num_heads = model.heads;
       prefix.scale = scale;
@@ -405,7 +392,7 @@ void CpuEngine::State::Attention(const Layer& layer, uint32_t decode, uint32_t p
       SharedPrefixAttention(prefix);
       const int64_t t2 = NowNs();
       params.lse = suffix_lse.data();
-      params.kv_begin = decode_kv_begin.data();
+      params.kv_begin = step.cascade_kv_begin.data();
       PagedDecodeAttention(params, decode_workspace);
       const int64_t t3 = NowNs();
       MergeAttentionStates(attn.data(), suffix_lse.data(), prefix_out.data(), prefix_lse.data(),
@@ -420,23 +407,18 @@ void CpuEngine::State::Attention(const Layer& layer, uint32_t decode, uint32_t p
     // model's prefill term takes the prefix P out (its pass is priced in kCascadePrefix), but
     // the n·P pairs that moves are negligible next to the prefix pass itself.
     const int64_t t0 = NowNs();
+    const PagedKvView kv = step.PrefillKv(k_pool, v_pool, layout);
+    const size_t first_row = step.qo_indptr[decode];
     for (uint32_t p = 0; p < prefill; ++p) {
-      const size_t row = prefill_row[p];
-      AppendKv(layer.k_pool.data(), layer.v_pool.data(), layout, prefill_tables[p],
-               prefill_context[p], prefill_chunk[p], k_new.data() + row * kv_width,
-               v_new.data() + row * kv_width);
+      const size_t row = first_row + step.prefill_qo_indptr[p];
+      AppendKv(kv, p, step.Context(decode + p), step.NewTokens(decode + p),
+               k_new.data() + row * kv_width, v_new.data() + row * kv_width);
     }
     PrefillAttentionParams params;
-    params.q = q.data();
-    params.out = attn.data();
-    params.k_pool = layer.k_pool.data();
-    params.v_pool = layer.v_pool.data();
-    params.layout = layout;
-    params.block_tables = prefill_tables.data();
-    params.context = prefill_context.data();
-    params.chunk_len = prefill_chunk.data();
-    params.row_offset = prefill_row.data();
-    params.num_requests = prefill;
+    params.q = q.data() + first_row * q_width;
+    params.out = attn.data() + first_row * q_width;
+    params.kv = kv;
+    params.qo_indptr = step.prefill_qo_indptr.data();
     params.num_heads = model.heads;
     params.scale = scale;
     params.num_threads = threads;
@@ -547,80 +529,11 @@ void CpuEngine::State::Step(const BatchPlan& plan, StepTiming& timing) {
   if (num_requests == 0) return;
   FEATHER_CHECK(plan.block_tokens == s.layout.block_tokens,
                 "plan.block_tokens differs from the engine's KV block size");
+  LayOutPlan(plan, static_cast<uint32_t>(shape.cascade_prefix_tokens), s.layout.num_blocks, s.step);
+  const uint32_t rows = s.step.num_rows;
+  const uint32_t decode = s.step.num_decode;
 
-  // Bookkeeping: rows (decode first, then prefill chunks), per-request kernel arrays.
-  s.decode_index.clear();
-  s.prefill_index.clear();
-  uint32_t max_position = 0;
-  for (uint32_t i = 0; i < num_requests; ++i) {
-    const StepRequest& r = plan.requests[i];
-    FEATHER_CHECK(r.new_tokens >= 1, "a request of the plan computes no token");
-    const uint64_t end = uint64_t{r.context_tokens} + r.new_tokens;
-    FEATHER_CHECK(end <= uint64_t{r.block_table.size()} * s.layout.block_tokens,
-                  "a request's block table does not cover its context and new tokens");
-    // The blocks this step writes must lie in the pool (reads of bad ids would only misread).
-    for (uint64_t b = r.context_tokens / s.layout.block_tokens; b * s.layout.block_tokens < end;
-         ++b) {
-      FEATHER_CHECK(r.block_table[b] < s.layout.num_blocks, "block id outside the KV pool");
-    }
-    max_position = std::max(max_position, static_cast<uint32_t>(end));
-    (r.is_prefill ? s.prefill_index : s.decode_index).push_back(i);
-  }
-  const auto decode = static_cast<uint32_t>(s.decode_index.size());
-  const auto prefill = static_cast<uint32_t>(s.prefill_index.size());
-  s.decode_tables.resize(decode);
-  s.decode_context.resize(decode);
-  s.decode_kv_end.resize(decode);
-  s.prefill_tables.resize(prefill);
-  s.prefill_context.resize(prefill);
-  s.prefill_chunk.resize(prefill);
-  s.prefill_row.resize(prefill);
-  s.sampled_row.resize(num_requests);
-  s.row_position.clear();
-  s.row_request.clear();
-  for (uint32_t b = 0; b < decode; ++b) {
-    const StepRequest& r = plan.requests[s.decode_index[b]];
-    FEATHER_CHECK(r.new_tokens == 1, "a decode request computes more than one token");
-    s.decode_tables[b] = r.block_table.data();
-    s.decode_context[b] = r.context_tokens;
-    s.decode_kv_end[b] = r.context_tokens + 1;
-    s.sampled_row[s.decode_index[b]] = b;
-    s.row_position.push_back(r.context_tokens);
-    s.row_request.push_back(r.id);
-  }
-  for (uint32_t p = 0; p < prefill; ++p) {
-    const StepRequest& r = plan.requests[s.prefill_index[p]];
-    s.prefill_tables[p] = r.block_table.data();
-    s.prefill_context[p] = r.context_tokens;
-    s.prefill_chunk[p] = r.new_tokens;
-    s.prefill_row[p] = static_cast<uint32_t>(s.row_position.size());
-    s.sampled_row[s.prefill_index[p]] = s.prefill_row[p] + r.new_tokens - 1;
-    for (uint32_t k = 0; k < r.new_tokens; ++k) {
-      s.row_position.push_back(r.context_tokens + k);
-      s.row_request.push_back(r.id);
-    }
-  }
-  const auto rows = static_cast<uint32_t>(s.row_position.size());
-
-  // Cascade: the prefix is the first P / block_tokens blocks of the first request's table,
-  // which every request of the step holds physically (plan.common_prefix_tokens ≥ P).
-  const uint32_t cascade_prefix =
-      decode > 0 ? static_cast<uint32_t>(shape.cascade_prefix_tokens) : 0;
-  const uint32_t* cascade_table =
-      cascade_prefix > 0 ? plan.requests.front().block_table.data() : nullptr;
-  if (cascade_prefix > 0) {
-#ifndef NDEBUG
-    const uint32_t prefix_blocks = cascade_prefix / s.layout.block_tokens;
-    for (const StepRequest& r : plan.requests) {
-      FEATHER_DCHECK(
-          std::equal(cascade_table, cascade_table + prefix_blocks, r.block_table.begin()),
-          "cascade prefix blocks are not shared physically by every request");
-    }
-#endif
-    s.decode_kv_begin.assign(decode, cascade_prefix);
-  }
-
-  s.GrowRope(max_position);
+  s.GrowRope(s.step.max_position);
   s.EnsureBuffers(rows, num_requests, decode);
   s.Embed(rows);
 
@@ -630,7 +543,7 @@ void CpuEngine::State::Step(const BatchPlan& plan, StepTiming& timing) {
   const uint32_t hidden = m.hidden;
   const uint32_t inter = m.intermediate;
   const uint32_t half = m.head_dim / 2;
-  for (const State::Layer& layer : s.layers) {
+  for (State::Layer& layer : s.layers) {
     // Attention input: RMSNorm → QKV → RoPE on q and k, split into q, k_new, v_new.
     int64_t t0 = NowNs();
     RmsNorm(s.x.data(), layer.attn_norm.data(), s.xn.data(), rows, hidden, t);
@@ -642,8 +555,8 @@ void CpuEngine::State::Step(const BatchPlan& plan, StepTiming& timing) {
 #pragma omp parallel for num_threads(t) schedule(static) if (parallel)
       for (int64_t row = 0; row < int64_t{rows}; ++row) {
         const auto r = static_cast<size_t>(row);
-        const float* cos = cos_table + size_t{s.row_position[r]} * half;
-        const float* sin = sin_table + size_t{s.row_position[r]} * half;
+        const float* cos = cos_table + size_t{s.step.row_position[r]} * half;
+        const float* sin = sin_table + size_t{s.step.row_position[r]} * half;
         const float* in = s.qkv.data() + r * s.qkv_width;
         float* q_row = s.q.data() + r * s.q_width;
         float* k_row = s.k_new.data() + r * s.kv_width;
@@ -661,7 +574,7 @@ void CpuEngine::State::Step(const BatchPlan& plan, StepTiming& timing) {
     }
     term[kGemm] += NowNs() - t0;
 
-    s.Attention(layer, decode, prefill, cascade_prefix, cascade_table, timing);
+    s.Attention(layer, timing);
 
     // O projection, residual, MLP, residual.
     t0 = NowNs();
@@ -680,7 +593,7 @@ void CpuEngine::State::Step(const BatchPlan& plan, StepTiming& timing) {
     const int64_t t0 = NowNs();
     for (uint32_t i = 0; i < num_requests; ++i) {
       std::memcpy(s.sampled.data() + size_t{i} * hidden,
-                  s.x.data() + size_t{s.sampled_row[i]} * hidden, sizeof(float) * hidden);
+                  s.x.data() + size_t{s.step.sampled_row[i]} * hidden, sizeof(float) * hidden);
     }
     RmsNorm(s.sampled.data(), s.final_norm.data(), s.sampled.data(), num_requests, hidden, t);
     Gemm(backend, num_requests, m.vocab, hidden, s.sampled.data(), s.lm_head.data(),
