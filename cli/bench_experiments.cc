@@ -16,10 +16,9 @@
 
 #include "cli/atomic_file.h"
 #include "calib/bench_table.h"
+#include "calib/harness.h"
 #include "hw/cpu_engine.h"
 #include "hw/host_info.h"
-#include "hw/interleaved_passes.h"
-#include "hw/perf_counters.h"
 #include "hw/probes.h"
 #include "hw/synthetic_batch.h"
 #include "sim/engine/model_config.h"
@@ -199,75 +198,37 @@ std::vector<Point> Experiments(bool quick, uint64_t pool) {
   return points;
 }
 
-struct Measurement {
-  StepTiming step;        // the median repetition
-  double step_spread = 0;  // (max − min) / median of the repetitions' step times
-  hw::PerfCounts counts;  // per step (averaged over the repetitions)
-};
-
-// Adds `b`'s counts to `a`'s; a count either side lacks stays absent.
-void Accumulate(hw::PerfCounts& a, const hw::PerfCounts& b, bool first) {
-  auto add = [first](std::optional<uint64_t>& x, const std::optional<uint64_t>& y) {
-    if (first) {
-      x = y;
-    } else if (x && y) {
-      *x += *y;
-    } else {
-      x.reset();
-    }
-  };
-  add(a.cycles, b.cycles);
-  add(a.instructions, b.instructions);
-  add(a.llc_loads, b.llc_loads);
-  add(a.llc_load_misses, b.llc_load_misses);
-  add(a.task_clock_ns, b.task_clock_ns);
-  a.multiplexed = a.multiplexed || b.multiplexed;
-}
-
-void DivideCounts(hw::PerfCounts& counts, int repetitions) {
-  for (std::optional<uint64_t>* value : {&counts.cycles, &counts.instructions, &counts.llc_loads,
-                                         &counts.llc_load_misses, &counts.task_clock_ns}) {
-    if (*value) **value /= static_cast<uint64_t>(repetitions);
-  }
-}
-
-// Every (point, cascade off/on) step measured `repetitions` times in interleaved passes
-// (hw/interleaved_passes.h), the two cascade settings of a point side by side, so the ratios the
+// Every (point, cascade off/on) step measured `repetitions` times in interleaved passes by the
+// harness (calib/harness.h), the two cascade settings of a point side by side, so the ratios the
 // experiments are about compare steps taken at nearly the same moment rather than minutes apart
 // on a VM whose speed drifts. Returns the measurements in [point][cascade] order.
-std::vector<Measurement> MeasureAll(const std::vector<Point>& points, hw::CpuEngine* engines[2],
-                                    int repetitions) {
-  const size_t steps = 2 * points.size();
-  std::vector<Measurement> measured(steps);
-  std::optional<hw::PerfCounterGroup> counters;  // opened after the warm-up: threads exist then
-  const auto execute = [&](size_t s, int pass) {
-    hw::CpuEngine& engine = *engines[s % 2];
-    const BatchPlan& plan = points[s / 2].batch.plan;
-    if (pass == 0) return engine.Execute(plan);
-    if (!counters) counters.emplace(hw::PerfScope::kProcess);
-    counters->Start();
-    const StepTiming timing = engine.Execute(plan);
-    Accumulate(measured[s].counts, counters->Stop(), pass == 1);
-    return timing;
-  };
-  const auto progress = [&](int pass) {
-    std::fprintf(stderr, "\r  pass %d/%d over %zu steps%s ", pass, repetitions, steps,
+std::vector<calib::StepMeasurement> MeasureAll(const std::vector<Point>& points,
+                                               hw::CpuEngine* engines[2], const ModelConfig& model,
+                                               int repetitions) {
+  std::vector<calib::MeasuredEngine> measured_engines;
+  for (int cascade = 0; cascade < 2; ++cascade) {
+    measured_engines.push_back({engines[cascade], cascade == 1,
+                                static_cast<uint32_t>(engines[cascade]->num_threads())});
+  }
+  std::vector<calib::HarnessStep> steps;
+  for (const Point& point : points) {
+    steps.push_back({&point.batch.plan, 0});
+    steps.push_back({&point.batch.plan, 1});
+  }
+  calib::HarnessOptions options;
+  options.repetitions = repetitions;
+  options.perf_counters = true;
+  options.after_pass = [&](int pass) {
+    std::fprintf(stderr, "\r  pass %d/%d over %zu steps%s ", pass, repetitions, steps.size(),
                  pass == 0 ? " (warm-up)" : "");
   };
-  const std::vector<std::vector<StepTiming>> timings =
-      hw::RunInterleavedPasses(steps, repetitions, execute, progress);
-  for (size_t s = 0; s < steps; ++s) {
-    measured[s].step = hw::MedianByTotal(timings[s]);
-    measured[s].step_spread = hw::RelativeSpread(timings[s]);
-    DivideCounts(measured[s].counts, repetitions);
-  }
-  return measured;
+  return calib::MeasureSteps(measured_engines, steps, model, options);
 }
 
 struct Row {
   const Point* point;
   bool cascade;
-  Measurement m;
+  const calib::StepMeasurement* m;
 };
 
 double AttentionNs(const StepTiming& t) {
@@ -296,7 +257,7 @@ std::vector<hw::BenchTable> Tables(const std::vector<Row>& rows, const ModelConf
     }
     hw::BenchTable& t = tables.back();
     t.attributes["variants"] += (t.attributes["variants"].empty() ? "" : ";") + p.variant;
-    const StepTiming& s = row.m.step;
+    const StepTiming& s = row.m->row.measured;
     const double step_ns = static_cast<double>(s.total_ns);
     const double attention_ns = AttentionNs(s);
     const double referenced = static_cast<double>(p.batch.plan.decode_kv_tokens) * kv;
@@ -306,15 +267,15 @@ std::vector<hw::BenchTable> Tables(const std::vector<Row>& rows, const ModelConf
                              static_cast<double>(p.batch.plan.num_requests()),
                              p.batches,
                              step_ns * 1e-6,
-                             row.m.step_spread,
+                             row.m->spread,
                              attention_ns * 1e-6,
                              static_cast<double>(s.term(StepTerm::kGemm)) * 1e-6,
                              static_cast<double>(p.batch.plan.decode_requests) / (step_ns * 1e-9),
                              referenced,
                              static_cast<double>(p.batch.plan.decode_kv_unique_tokens) * kv,
                              attention_ns > 0 ? referenced / attention_ns : 0.0,
-                             Optional(row.m.counts.llc_loads),
-                             Optional(row.m.counts.llc_load_misses)};
+                             Optional(row.m->counts.llc_loads),
+                             Optional(row.m->counts.llc_load_misses)};
     for (size_t c = 0; c < t.columns.size(); ++c) t.columns[c].push_back(values[c]);
   }
   return tables;
@@ -326,15 +287,15 @@ void PrintSummary(std::ostream& out, const std::vector<Row>& rows) {
       << std::setw(10) << "attn ms"
       << std::setw(12) << "tok/s" << std::setw(12) << "LLC miss\n";
   for (const Row& row : rows) {
-    const StepTiming& s = row.m.step;
+    const StepTiming& s = row.m->row.measured;
     out << std::left << std::setw(6) << row.point->experiment << std::setw(26)
         << row.point->variant << std::setw(9)
         << (row.cascade ? (s.cascade_used ? "on(used)" : "on") : "off") << std::right
         << std::fixed << std::setprecision(2) << std::setw(10) << static_cast<double>(s.total_ns) * 1e-6
-        << std::setprecision(0) << std::setw(7) << row.m.step_spread * 100 << " %"
+        << std::setprecision(0) << std::setw(7) << row.m->spread * 100 << " %"
         << std::setprecision(2) << std::setw(10) << AttentionNs(s) * 1e-6 << std::setprecision(0) << std::setw(12)
         << row.point->batch.plan.decode_requests / (static_cast<double>(s.total_ns) * 1e-9)
-        << std::setw(11) << Optional(row.m.counts.llc_load_misses) << '\n';
+        << std::setw(11) << Optional(row.m->counts.llc_load_misses) << '\n';
   }
 }
 
@@ -371,11 +332,12 @@ int BenchExperimentsCommand(const BenchExperimentsOptions& options, std::ostream
                              hw::CpuEngineOptions{.num_threads = threads,
                                                   .cascade_attention = true});
   hw::CpuEngine* engines[2] = {&without_cascade, &with_cascade};
-  std::vector<Measurement> measured = MeasureAll(points, engines, repetitions);
+  const std::vector<calib::StepMeasurement> measured =
+      MeasureAll(points, engines, model, repetitions);
   std::vector<Row> rows;
   for (const bool cascade : {false, true}) {
     for (size_t p = 0; p < points.size(); ++p) {
-      rows.push_back({&points[p], cascade, measured[2 * p + (cascade ? 1 : 0)]});
+      rows.push_back({&points[p], cascade, &measured[2 * p + (cascade ? 1 : 0)]});
     }
   }
   std::fputc('\n', stderr);

@@ -67,42 +67,44 @@ void AttendOne(const ReferenceKv& kv, const float* q, double scale, uint32_t beg
 }  // namespace
 
 void ReferenceDecodeAttention(const DecodeAttentionParams& p) {
-  const uint32_t dim = p.layout.head_dim;
-  const uint32_t group = p.num_heads / p.layout.kv_heads;
-  for (uint32_t r = 0; r < p.num_requests; ++r) {
+  const uint32_t dim = p.kv.layout.head_dim;
+  const uint32_t group = p.num_heads / p.kv.layout.kv_heads;
+  for (uint32_t r = 0; r < p.kv.batch_size; ++r) {
     const uint32_t begin = p.kv_begin == nullptr ? 0 : p.kv_begin[r];
     for (uint32_t h = 0; h < p.num_heads; ++h) {
       const size_t head = size_t{r} * p.num_heads + h;
-      const ReferenceKv kv{p.k_pool, p.v_pool, p.layout, p.block_tables[r], h / group};
-      AttendOne(kv, p.q + head * dim, p.scale, begin, p.kv_end[r], p.out + head * dim,
+      const ReferenceKv kv{p.kv.k_data, p.kv.v_data, p.kv.layout, p.kv.Pages(r), h / group};
+      AttendOne(kv, p.q + head * dim, p.scale, begin, p.kv.SeqLen(r), p.out + head * dim,
                 p.lse == nullptr ? nullptr : p.lse + head);
     }
   }
 }
 
 void ReferenceSharedPrefixAttention(const SharedPrefixParams& p) {
-  const uint32_t dim = p.layout.head_dim;
-  const uint32_t group = p.num_heads / p.layout.kv_heads;
+  const uint32_t dim = p.kv.layout.head_dim;
+  const uint32_t group = p.num_heads / p.kv.layout.kv_heads;
   for (uint32_t i = 0; i < p.num_queries; ++i) {
     const uint32_t row = p.q_rows == nullptr ? i : p.q_rows[i];
     for (uint32_t h = 0; h < p.num_heads; ++h) {
       const size_t head = size_t{row} * p.num_heads + h;
-      const ReferenceKv kv{p.k_pool, p.v_pool, p.layout, p.prefix_block_table, h / group};
-      AttendOne(kv, p.q + head * dim, p.scale, 0, p.prefix_tokens, p.out + head * dim,
+      const ReferenceKv kv{p.kv.k_data, p.kv.v_data, p.kv.layout, p.kv.Pages(0), h / group};
+      AttendOne(kv, p.q + head * dim, p.scale, 0, p.kv.SeqLen(0), p.out + head * dim,
                 p.lse + head);
     }
   }
 }
 
 void ReferencePrefillAttention(const PrefillAttentionParams& p) {
-  const uint32_t dim = p.layout.head_dim;
-  const uint32_t group = p.num_heads / p.layout.kv_heads;
-  for (uint32_t r = 0; r < p.num_requests; ++r) {
-    for (uint32_t i = 0; i < p.chunk_len[r]; ++i) {
+  const uint32_t dim = p.kv.layout.head_dim;
+  const uint32_t group = p.num_heads / p.kv.layout.kv_heads;
+  for (uint32_t r = 0; r < p.kv.batch_size; ++r) {
+    const uint32_t chunk = p.qo_indptr[r + 1] - p.qo_indptr[r];
+    const uint32_t context = p.kv.SeqLen(r) - chunk;
+    for (uint32_t i = 0; i < chunk; ++i) {
       for (uint32_t h = 0; h < p.num_heads; ++h) {
-        const size_t head = (size_t{p.row_offset[r]} + i) * p.num_heads + h;
-        const ReferenceKv kv{p.k_pool, p.v_pool, p.layout, p.block_tables[r], h / group};
-        AttendOne(kv, p.q + head * dim, p.scale, 0, p.context[r] + i + 1, p.out + head * dim,
+        const size_t head = (size_t{p.qo_indptr[r]} + i) * p.num_heads + h;
+        const ReferenceKv kv{p.kv.k_data, p.kv.v_data, p.kv.layout, p.kv.Pages(r), h / group};
+        AttendOne(kv, p.q + head * dim, p.scale, 0, context + i + 1, p.out + head * dim,
                   nullptr);
       }
     }

@@ -9,12 +9,14 @@
 //   lse = m + log(e^(lse_a−m) + e^(lse_b−m)).
 // Batch-wide cascade (vLLM) is one group holding every request; the multi-level form runs one
 // shared pass per prefix group (FlashInfer's multi-level cascade over a batch sorted by prefix).
+// Both levels are paged-KV views (hw/paged_kv.h) over the same pools: the batch's, one entry per
+// request, and the prefixes', one entry per group (its shared pages, SeqLen = P); which
+// requests belong to group g is a CSR too, group_rows[group_indptr[g] .. group_indptr[g+1]).
 // KV bytes read by the prefix pass = P · kv_heads · head_dim · 2 · dtype bytes per group, however
 // many requests the group has.
 #pragma once
 
 #include <cstdint>
-#include <span>
 #include <vector>
 
 #include "hw/decode_attention.h"
@@ -26,11 +28,7 @@ struct SharedPrefixParams {
   const float* q = nullptr;  // rows of [num_heads][head_dim]; row i of this pass is q_rows[i]
   float* out = nullptr;      // same row indexing as q
   float* lse = nullptr;      // [rows][num_heads], same row indexing
-  const void* k_pool = nullptr;
-  const void* v_pool = nullptr;
-  PagedKvLayout layout;
-  const uint32_t* prefix_block_table = nullptr;  // the shared blocks
-  uint32_t prefix_tokens = 0;
+  PagedKvView kv;            // one entry: the shared pages; prefix tokens = kv.SeqLen(0)
   const uint32_t* q_rows = nullptr;  // which rows of q/out/lse belong to the group; null = 0..n−1
   uint32_t num_queries = 0;          // requests of the group
   uint32_t num_heads = 0;
@@ -46,17 +44,13 @@ void SharedPrefixAttention(const SharedPrefixParams& params);
 void MergeAttentionStates(float* out_a, float* lse_a, const float* out_b, const float* lse_b,
                           uint32_t rows, uint32_t num_heads, uint32_t head_dim, int num_threads);
 
-// One prefix group of a cascade step: requests `rows` (indices into the batch) share the first
-// prefix_tokens tokens, held in prefix_block_table.
-struct CascadeGroup {
-  const uint32_t* prefix_block_table = nullptr;
-  uint32_t prefix_tokens = 0;
-  std::span<const uint32_t> rows;
-};
-
+// A cascade step: group g's requests (indices into the batch) share the first
+// prefix_kv.SeqLen(g) tokens, held in prefix_kv's entry g.
 struct CascadeDecodeParams {
   DecodeAttentionParams decode;  // the whole batch; decode.kv_begin must be null (set internally)
-  std::span<const CascadeGroup> groups;  // disjoint; requests in no group get plain decode
+  PagedKvView prefix_kv;         // one entry per group, over decode.kv's pools and layout
+  const uint32_t* group_indptr = nullptr;  // [prefix_kv.batch_size + 1]
+  const uint32_t* group_rows = nullptr;    // disjoint; requests in no group get plain decode
 };
 
 struct CascadeWorkspace {

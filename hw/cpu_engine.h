@@ -11,23 +11,29 @@
 // sampled rows (decode requests and prefill chunks). The cascade decision is ShapeStep's (with
 // sm_count = threads), so the model engine priced with a CPU profile decides the same way.
 //
-// Timing: term_ns[kGemm] = linear layers with their elementwise work and the LM head;
-// kDecodeAttention = decode attention (plain, or cascade's per-request suffix pass) with the
-// decode requests' KV appends; kCascadePrefix = the shared-prefix pass and the merge;
-// kPrefillAttention = prefill attention with the chunks' KV appends; kKvReuse = 0 (reuse cannot be
-// told apart from DRAM reads on a CPU; it is inside kDecodeAttention); kOverhead = the rest of
-// the step's wall time (embedding, norms outside the GEMM phases, bookkeeping). total_ns is the
-// wall time of Execute. Execute does not allocate once buffers have grown to the largest step.
+// Structure (issue 14): ShapeStep decides the step's shape (and cascade); LayOutPlan
+// (hw/plan_layout.h) turns the plan into host CSR arrays; RunLayerLoop (hw/layer_loop.h) runs the
+// model over a CpuBackend (hw/cpu_backend.h), which holds weights, pools and the CPU kernels. A
+// CUDA engine is the same three steps over another Backend.
+//
+// Timing (the layer loop's sections): term_ns[kGemm] = linear layers with their elementwise work
+// and the LM head; kDecodeAttention = decode attention (plain, or cascade's per-request suffix
+// pass) with the decode requests' KV appends; kCascadePrefix = the shared-prefix pass and the
+// merge; kPrefillAttention = prefill attention with the chunks' KV appends; kKvReuse = 0 (reuse
+// cannot be told apart from DRAM reads on a CPU; it is inside kDecodeAttention); kOverhead = the
+// rest of the step's wall time (shaping, the plan layout, embedding, the denormal switch).
+// total_ns is the wall time of Execute. Execute does not allocate once buffers have grown to the
+// largest step.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
-#include <memory>
 #include <span>
 #include <string_view>
 
+#include "hw/cpu_backend.h"
 #include "hw/gemm.h"
-#include "hw/paged_kv.h"
+#include "hw/plan_layout.h"
 #include "sim/engine/engine.h"
 #include "sim/engine/model_config.h"
 #include "sim/engine/model_engine.h"
@@ -56,10 +62,10 @@ class CpuEngine final : public Engine {
   [[nodiscard]] StepTiming Execute(const BatchPlan& plan) override;
 
   // The shape (ShapeStep) of the last executed step: what calibration records beside its timing.
-  [[nodiscard]] const StepShape& last_shape() const;
-  [[nodiscard]] int num_threads() const;
-  [[nodiscard]] size_t weight_bytes() const;
-  [[nodiscard]] size_t kv_bytes() const;
+  [[nodiscard]] const StepShape& last_shape() const { return last_shape_; }
+  [[nodiscard]] int num_threads() const { return backend_.num_threads(); }
+  [[nodiscard]] size_t weight_bytes() const { return backend_.weight_bytes(); }
+  [[nodiscard]] size_t kv_bytes() const { return backend_.kv_bytes(); }
 
   // For tests and verification: the last step's LM-head output, one sampled row per request of
   // its plan, in plan order (a decode request's token; a prefill chunk's last token). Logits are
@@ -68,8 +74,12 @@ class CpuEngine final : public Engine {
   [[nodiscard]] std::span<const uint32_t> last_argmax() const;
 
  private:
-  struct State;
-  std::unique_ptr<State> state_;
+  ModelConfig model_;
+  CpuEngineOptions options_;
+  CpuBackend backend_;
+  StepLayout layout_;
+  StepShape last_shape_;
+  uint32_t last_requests_ = 0;
 };
 
 // Bytes a CpuEngine for this model and pool would allocate for weights and KV (for up-front

@@ -26,9 +26,11 @@ constexpr uint64_t kTasksPerThread = 8;
 uint32_t RangeBegin(const DecodeAttentionParams& p, uint32_t r) {
   return p.kv_begin == nullptr ? 0 : p.kv_begin[r];
 }
+uint32_t RangeEnd(const DecodeAttentionParams& p, uint32_t r) { return p.kv.SeqLen(r); }
 uint32_t RangeTokens(const DecodeAttentionParams& p, uint32_t r) {
   const uint32_t begin = RangeBegin(p, r);
-  return p.kv_end[r] > begin ? p.kv_end[r] - begin : 0;
+  const uint32_t end = RangeEnd(p, r);
+  return end > begin ? end - begin : 0;
 }
 
 // Tokens per task (a request's chunk, all kv heads): the whole range unless the batch is too
@@ -36,9 +38,9 @@ uint32_t RangeTokens(const DecodeAttentionParams& p, uint32_t r) {
 uint32_t ChooseChunkTokens(const DecodeAttentionParams& p) {
   if (p.num_threads <= 1) return std::numeric_limits<uint32_t>::max();
   uint64_t work = 0;
-  for (uint32_t r = 0; r < p.num_requests; ++r) work += RangeTokens(p, r);
+  for (uint32_t r = 0; r < p.kv.batch_size; ++r) work += RangeTokens(p, r);
   const uint64_t per_task = work / (static_cast<uint64_t>(p.num_threads) * kTasksPerThread);
-  const uint64_t block = p.layout.block_tokens;
+  const uint64_t block = p.kv.layout.block_tokens;
   const uint64_t rounded = (per_task + block - 1) / block * block;
   return static_cast<uint32_t>(std::min<uint64_t>(std::max<uint64_t>(kMinChunkTokens, rounded),
                                                   std::numeric_limits<uint32_t>::max()));
@@ -47,10 +49,10 @@ uint32_t ChooseChunkTokens(const DecodeAttentionParams& p) {
 // offsets[r] .. offsets[r + 1]: the global chunk indices of request r (an empty range is one).
 uint32_t PlanChunks(const DecodeAttentionParams& p, uint32_t chunk_tokens,
                     std::vector<uint32_t>& offsets) {
-  offsets.resize(p.num_requests + 1);
+  offsets.resize(p.kv.batch_size + 1);
   offsets[0] = 0;
   uint32_t max_chunks = 1;
-  for (uint32_t r = 0; r < p.num_requests; ++r) {
+  for (uint32_t r = 0; r < p.kv.batch_size; ++r) {
     const uint64_t tokens = RangeTokens(p, r);
     const auto chunks =
         static_cast<uint32_t>(std::max<uint64_t>(1, (tokens + chunk_tokens - 1) / chunk_tokens));
@@ -73,12 +75,13 @@ struct TaskOutput {
 void RunTask(const DecodeAttentionParams& p, const attention_internal::TileKernels& kernels,
              uint32_t r, uint32_t begin, uint32_t end, const TaskOutput& output) {
   using namespace attention_internal;
-  const uint32_t dim = p.layout.head_dim;
-  const uint32_t group = p.num_heads / p.layout.kv_heads;
+  const PagedKvLayout& layout = p.kv.layout;
+  const uint32_t dim = layout.head_dim;
+  const uint32_t group = p.num_heads / layout.kv_heads;
   const uint32_t per_head = (group + kLanes - 1) / kLanes;
   LaneScratch& scratch = ThreadLaneScratch();
-  scratch.Reserve(per_head * p.layout.kv_heads, dim);
-  for (uint32_t g = 0; g < p.layout.kv_heads; ++g) {
+  scratch.Reserve(per_head * layout.kv_heads, dim);
+  for (uint32_t g = 0; g < layout.kv_heads; ++g) {
     for (uint32_t i = 0; i < per_head; ++i) {
       const uint32_t b = g * per_head + i;
       const uint32_t lanes = std::min(kLanes, group - i * kLanes);
@@ -90,8 +93,8 @@ void RunTask(const DecodeAttentionParams& p, const attention_internal::TileKerne
       ClearLanesFrom(scratch, b, lanes, dim);
     }
   }
-  const KvRange range{p.k_pool, p.v_pool,          &p.layout, p.block_tables[r],
-                      0,        p.layout.kv_heads, begin,     end};
+  const KvRange range{p.kv.k_data, p.kv.v_data, &layout, p.kv.Pages(r),
+                      0,           layout.kv_heads, begin,   end};
   RunBatchesOverRange(kernels, scratch, per_head, range, /*causal=*/false);
   for (uint32_t h = 0; h < p.num_heads; ++h) {
     const uint32_t g = h / group, j = h % group;
@@ -102,14 +105,16 @@ void RunTask(const DecodeAttentionParams& p, const attention_internal::TileKerne
 }
 
 void CheckParams(const DecodeAttentionParams& p) {
-  FEATHER_CHECK(p.layout.kv_heads > 0 && p.num_heads % p.layout.kv_heads == 0,
+  const PagedKvLayout& layout = p.kv.layout;
+  FEATHER_CHECK(layout.kv_heads > 0 && p.num_heads % layout.kv_heads == 0,
                 "num_heads must be a positive multiple of kv_heads");
-  FEATHER_CHECK(p.layout.head_dim > 0 && p.layout.head_dim % 8 == 0,
+  FEATHER_CHECK(layout.head_dim > 0 && layout.head_dim % 8 == 0,
                 "head_dim must be a positive multiple of 8");
-  FEATHER_CHECK(p.layout.block_tokens > 0, "block_tokens must be positive");
-  FEATHER_CHECK(p.num_requests == 0 || (p.q != nullptr && p.out != nullptr &&
-                                        p.block_tables != nullptr && p.kv_end != nullptr),
-                "q, out, block_tables and kv_end are required");
+  FEATHER_CHECK(layout.block_tokens > 0, "block_tokens must be positive");
+  FEATHER_CHECK(p.kv.batch_size == 0 ||
+                    (p.q != nullptr && p.out != nullptr && p.kv.indptr != nullptr &&
+                     p.kv.last_page_len != nullptr),
+                "q, out and the KV view's indptr and last_page_len are required");
 }
 
 // The KV tokens of global chunk `index`: request r's tokens [begin, end).
@@ -126,7 +131,7 @@ ChunkRange LocateChunk(const DecodeAttentionParams& p, const std::vector<uint32_
   const auto r = static_cast<uint32_t>(std::upper_bound(offsets.begin() + 1, offsets.end(), index) -
                                        (offsets.begin() + 1));
   const uint64_t begin = RangeBegin(p, r) + uint64_t{index - offsets[r]} * chunk_tokens;
-  const uint64_t end = std::min<uint64_t>(p.kv_end[r], begin + chunk_tokens);
+  const uint64_t end = std::min<uint64_t>(RangeEnd(p, r), begin + chunk_tokens);
   return {index, r, static_cast<uint32_t>(begin), static_cast<uint32_t>(std::max(begin, end)),
           offsets[r + 1] - offsets[r] == 1};
 }
@@ -136,9 +141,9 @@ ChunkRange LocateChunk(const DecodeAttentionParams& p, const std::vector<uint32_
 void CombineSplitRequests(const DecodeAttentionParams& p, const std::vector<uint32_t>& offsets,
                           const DecodeWorkspace& workspace) {
   const uint32_t heads = p.num_heads;
-  const uint32_t dim = p.layout.head_dim;
+  const uint32_t dim = p.kv.layout.head_dim;
 #pragma omp for schedule(static)
-  for (int64_t rh = 0; rh < int64_t{p.num_requests} * heads; ++rh) {
+  for (int64_t rh = 0; rh < int64_t{p.kv.batch_size} * heads; ++rh) {
     const auto r = static_cast<uint32_t>(rh / heads);
     const auto h = static_cast<uint32_t>(rh % heads);
     const uint32_t chunks = offsets[r + 1] - offsets[r];
@@ -155,7 +160,7 @@ void CombineSplitRequests(const DecodeAttentionParams& p, const std::vector<uint
 
 void PagedDecodeAttention(const DecodeAttentionParams& params, DecodeWorkspace& workspace) {
   CheckParams(params);
-  if (params.num_requests == 0) return;
+  if (params.kv.batch_size == 0) return;
   const auto& kernels = attention_internal::ActiveTileKernels();
   // Thread-local so the plan does not allocate after the first call; the workers read it through
   // this reference (a thread_local named inside the parallel region would be their own copy).
@@ -163,9 +168,10 @@ void PagedDecodeAttention(const DecodeAttentionParams& params, DecodeWorkspace& 
   std::vector<uint32_t>& offsets = plan;
   const uint32_t chunk_tokens = ChooseChunkTokens(params);
   const bool split = PlanChunks(params, chunk_tokens, offsets) > 1;
-  const uint32_t total_chunks = offsets[params.num_requests];
+  const uint32_t total_chunks = offsets[params.kv.batch_size];
   if (split) {
-    workspace.partial_out.resize(size_t{total_chunks} * params.num_heads * params.layout.head_dim);
+    workspace.partial_out.resize(size_t{total_chunks} * params.num_heads *
+                                 params.kv.layout.head_dim);
     workspace.partial_lse.resize(size_t{total_chunks} * params.num_heads);
   }
   const int threads = std::max(1, params.num_threads);

@@ -5,6 +5,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include "base/check.h"
+
 namespace feather::hw {
 namespace {
 
@@ -20,8 +22,14 @@ void StoreRow(void* pool, KvDtype dtype, size_t offset, const float* row, uint32
 
 }  // namespace
 
-void AppendKv(void* k_pool, void* v_pool, const PagedKvLayout& layout, const uint32_t* block_table,
-              uint32_t start, uint32_t count, const float* k_new, const float* v_new) {
+void AppendKv(const PagedKvView& kv, uint32_t entry, uint32_t start, uint32_t count,
+              const float* k_new, const float* v_new) {
+  FEATHER_CHECK(entry < kv.batch_size && uint64_t{start} + count <= kv.SeqLen(entry),
+                "AppendKv writes past its entry's pages");
+  const PagedKvLayout& layout = kv.layout;
+  const uint32_t* block_table = kv.Pages(entry);
+  void* k_pool = kv.k_data;
+  void* v_pool = kv.v_data;
   const uint32_t dim = layout.head_dim;
   for (uint32_t i = 0; i < count; ++i) {
     const uint32_t position = start + i;

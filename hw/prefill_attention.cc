@@ -20,68 +20,82 @@ using attention_internal::kLanes;
 constexpr uint32_t kQueryLanesPerTask = 64;
 
 uint32_t QueryTileTokens(const PrefillAttentionParams& p) {
-  const uint32_t group = p.num_heads / p.layout.kv_heads;
+  const uint32_t group = p.num_heads / p.kv.layout.kv_heads;
   return std::max(1u, kQueryLanesPerTask / group);
+}
+
+uint32_t ChunkLen(const PrefillAttentionParams& p, uint32_t r) {
+  return p.qo_indptr[r + 1] - p.qo_indptr[r];
 }
 
 // Query tokens [first, first + count) of request r, heads of kv head g.
 void RunPrefillTask(const PrefillAttentionParams& p, const attention_internal::TileKernels& kernels,
                     uint32_t r, uint32_t g, uint32_t first, uint32_t count) {
   using namespace attention_internal;
-  const uint32_t dim = p.layout.head_dim;
-  const uint32_t group = p.num_heads / p.layout.kv_heads;
+  const uint32_t dim = p.kv.layout.head_dim;
+  const uint32_t group = p.num_heads / p.kv.layout.kv_heads;
   const uint32_t lanes_total = count * group;
+  const uint32_t row_offset = p.qo_indptr[r];
+  const uint32_t context = p.kv.SeqLen(r) - ChunkLen(p, r);
   const uint32_t batches = (lanes_total + kLanes - 1) / kLanes;
   LaneScratch& scratch = ThreadLaneScratch();
   scratch.Reserve(batches, dim);
   for (uint32_t lane = 0; lane < lanes_total; ++lane) {
     const uint32_t token = first + lane / group;
-    const size_t head = (size_t{p.row_offset[r]} + token) * p.num_heads + g * group + lane % group;
+    const size_t head = (size_t{row_offset} + token) * p.num_heads + g * group + lane % group;
     InitLane(scratch, lane / kLanes, lane % kLanes, p.q + head * dim, p.scale, dim);
-    scratch.Limit(lane / kLanes)[lane % kLanes] = static_cast<int32_t>(p.context[r] + token + 1);
+    scratch.Limit(lane / kLanes)[lane % kLanes] = static_cast<int32_t>(context + token + 1);
   }
   for (uint32_t b = 0; b < batches; ++b) {
     scratch.Lanes(b) = std::min(kLanes, lanes_total - b * kLanes);
     ClearLanesFrom(scratch, b, scratch.Lanes(b), dim);
   }
-  const KvRange range{p.k_pool, p.v_pool, &p.layout, p.block_tables[r],
-                      g,        1,        0,         p.context[r] + first + count};
+  const KvRange range{p.kv.k_data, p.kv.v_data, &p.kv.layout, p.kv.Pages(r),
+                      g,           1,           0,             context + first + count};
   RunBatchesOverRange(kernels, scratch, batches, range, /*causal=*/true);
   for (uint32_t lane = 0; lane < lanes_total; ++lane) {
     const uint32_t token = first + lane / group;
-    const size_t head = (size_t{p.row_offset[r]} + token) * p.num_heads + g * group + lane % group;
+    const size_t head = (size_t{row_offset} + token) * p.num_heads + g * group + lane % group;
     FinishLane(scratch, lane / kLanes, lane % kLanes, dim, p.out + head * dim, nullptr);
   }
 }
 
 void CheckParams(const PrefillAttentionParams& p) {
-  FEATHER_CHECK(p.layout.kv_heads > 0 && p.num_heads % p.layout.kv_heads == 0,
+  const PagedKvLayout& layout = p.kv.layout;
+  FEATHER_CHECK(layout.kv_heads > 0 && p.num_heads % layout.kv_heads == 0,
                 "num_heads must be a positive multiple of kv_heads");
-  FEATHER_CHECK(p.layout.head_dim > 0 && p.layout.head_dim % 8 == 0,
+  FEATHER_CHECK(layout.head_dim > 0 && layout.head_dim % 8 == 0,
                 "head_dim must be a positive multiple of 8");
-  FEATHER_CHECK(p.layout.block_tokens > 0, "block_tokens must be positive");
-  FEATHER_CHECK(p.num_requests == 0 ||
-                    (p.q != nullptr && p.out != nullptr && p.block_tables != nullptr &&
-                     p.context != nullptr && p.chunk_len != nullptr && p.row_offset != nullptr),
-                "q, out, block_tables, context, chunk_len and row_offset are required");
+  FEATHER_CHECK(layout.block_tokens > 0, "block_tokens must be positive");
+  FEATHER_CHECK(p.kv.batch_size == 0 ||
+                    (p.q != nullptr && p.out != nullptr && p.qo_indptr != nullptr &&
+                     p.kv.indptr != nullptr && p.kv.indices != nullptr &&
+                     p.kv.last_page_len != nullptr),
+                "q, out, qo_indptr and the KV view's indptr, indices and last_page_len are "
+                "required");
+  for (uint32_t r = 0; r < p.kv.batch_size; ++r) {
+    FEATHER_CHECK(ChunkLen(p, r) >= 1 && ChunkLen(p, r) <= p.kv.SeqLen(r),
+                  "a prefill chunk is empty or longer than its request's KV");
+  }
 }
 
 }  // namespace
 
 void PrefillAttention(const PrefillAttentionParams& params) {
   CheckParams(params);
-  if (params.num_requests == 0) return;
+  const uint32_t num_requests = params.kv.batch_size;
+  if (num_requests == 0) return;
   const auto& kernels = attention_internal::ActiveTileKernels();
   const uint32_t tile_tokens = QueryTileTokens(params);
   thread_local std::vector<uint32_t> plan;
   std::vector<uint32_t>& offsets = plan;  // the workers read the caller's plan
-  offsets.resize(params.num_requests + 1);
+  offsets.resize(num_requests + 1);
   offsets[0] = 0;
-  for (uint32_t r = 0; r < params.num_requests; ++r) {
-    offsets[r + 1] = offsets[r] + (params.chunk_len[r] + tile_tokens - 1) / tile_tokens;
+  for (uint32_t r = 0; r < num_requests; ++r) {
+    offsets[r + 1] = offsets[r] + (ChunkLen(params, r) + tile_tokens - 1) / tile_tokens;
   }
-  const uint32_t kv_heads = params.layout.kv_heads;
-  const int64_t tasks = int64_t{offsets[params.num_requests]} * kv_heads;
+  const uint32_t kv_heads = params.kv.layout.kv_heads;
+  const int64_t tasks = int64_t{offsets[num_requests]} * kv_heads;
   const int threads = std::max(1, params.num_threads);
 #pragma omp parallel for num_threads(threads) if (threads > 1) schedule(dynamic, 1)
   for (int64_t order = 0; order < tasks; ++order) {
@@ -93,7 +107,7 @@ void PrefillAttention(const PrefillAttentionParams& params) {
     const auto r = static_cast<uint32_t>(
         std::upper_bound(offsets.begin() + 1, offsets.end(), tile) - (offsets.begin() + 1));
     const uint32_t first = (tile - offsets[r]) * tile_tokens;
-    const uint32_t count = std::min(tile_tokens, params.chunk_len[r] - first);
+    const uint32_t count = std::min(tile_tokens, ChunkLen(params, r) - first);
     RunPrefillTask(params, kernels, r, g, first, count);
   }
 }

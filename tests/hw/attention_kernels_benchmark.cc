@@ -169,17 +169,39 @@ KvPools MakePools(uint32_t num_blocks, uint32_t kv_heads, uint32_t head_dim, KvD
   return pools;
 }
 
+// A CSR block table (hw/paged_kv.h): entries of ceil(tokens / kBlockTokens) pages each.
+struct CsrTable {
+  std::vector<uint32_t> indptr = {0}, indices, last_page_len;
+
+  void Add(const std::vector<uint32_t>& pages, uint32_t tokens) {
+    const uint32_t used = (tokens + kBlockTokens - 1) / kBlockTokens;
+    indices.insert(indices.end(), pages.begin(), pages.begin() + used);
+    indptr.push_back(static_cast<uint32_t>(indices.size()));
+    last_page_len.push_back(LastPageLen(tokens, kBlockTokens));
+  }
+  [[nodiscard]] PagedKvView View(KvPools& pools) const {
+    return PagedKvView{.k_data = pools.k.get(),
+                       .v_data = pools.v.get(),
+                       .layout = pools.layout,
+                       .batch_size = static_cast<uint32_t>(last_page_len.size()),
+                       .indptr = indptr.data(),
+                       .indices = indices.data(),
+                       .last_page_len = last_page_len.data()};
+  }
+};
+
 // A decode batch: pools, block tables (physical blocks in random order), queries, outputs.
 // With groups > 0, requests come in `groups` groups whose tables start with the same
 // prefix_tokens of shared blocks, then suffix_tokens of their own.
 struct DecodeSetup {
   KvPools pools;
   std::vector<std::vector<uint32_t>> tables;
-  std::vector<const uint32_t*> table_ptrs;
-  std::vector<uint32_t> kv_end;
-  std::vector<std::vector<uint32_t>> group_rows;
+  CsrTable table;     // one entry per request
+  CsrTable prefixes;  // one entry per group: its shared blocks
+  std::vector<uint32_t> group_indptr = {0}, group_rows;
   std::vector<std::vector<uint32_t>> prefix_tables;  // the groups' shared blocks
-  std::vector<CascadeGroup> groups;
+  uint32_t groups = 0;
+  uint32_t kv_end = 0;  // every request's length
   std::vector<float> q, out, lse;
   uint32_t num_heads = 8;
   uint32_t prefix_tokens = 0;
@@ -213,23 +235,26 @@ std::unique_ptr<DecodeSetup> BuildDecodeSetup(const DecodeShape& shape) {
   };
   std::vector<std::vector<uint32_t>>& prefixes = setup->prefix_tables;
   for (uint32_t g = 0; g < shape.groups; ++g) prefixes.push_back(take(prefix_blocks));
-  setup->group_rows.resize(shape.groups);
+  std::vector<std::vector<uint32_t>> group_rows(shape.groups);
+  setup->kv_end = shape.prefix_tokens + shape.suffix_tokens;
   for (uint32_t r = 0; r < shape.requests; ++r) {
     std::vector<uint32_t> table;
     if (shape.groups > 0) {
       const uint32_t g = r % shape.groups;
       table = prefixes[g];
-      setup->group_rows[g].push_back(r);
+      group_rows[g].push_back(r);
     }
     const auto own = take(own_blocks);
     table.insert(table.end(), own.begin(), own.end());
+    setup->table.Add(table, setup->kv_end);
     setup->tables.push_back(std::move(table));
-    setup->kv_end.push_back(shape.prefix_tokens + shape.suffix_tokens);
   }
   for (uint32_t g = 0; g < shape.groups; ++g) {
-    setup->groups.push_back({prefixes[g].data(), shape.prefix_tokens, setup->group_rows[g]});
+    setup->prefixes.Add(prefixes[g], shape.prefix_tokens);
+    setup->group_rows.insert(setup->group_rows.end(), group_rows[g].begin(), group_rows[g].end());
+    setup->group_indptr.push_back(static_cast<uint32_t>(setup->group_rows.size()));
   }
-  for (const auto& table : setup->tables) setup->table_ptrs.push_back(table.data());
+  setup->groups = shape.groups;
   setup->prefix_tokens = shape.prefix_tokens;
   const size_t heads_total = size_t{shape.requests} * setup->num_heads;
   setup->q.resize(heads_total * kHeadDim);
@@ -256,12 +281,7 @@ DecodeAttentionParams DecodeParamsOf(DecodeSetup& s, int threads) {
   p.q = s.q.data();
   p.out = s.out.data();
   p.lse = s.lse.data();
-  p.k_pool = s.pools.k.get();
-  p.v_pool = s.pools.v.get();
-  p.layout = s.pools.layout;
-  p.block_tables = s.table_ptrs.data();
-  p.kv_end = s.kv_end.data();
-  p.num_requests = static_cast<uint32_t>(s.tables.size());
+  p.kv = s.table.View(s.pools);
   p.num_heads = s.num_heads;
   p.scale = 1.0f / std::sqrt(static_cast<float>(s.pools.layout.head_dim));
   p.num_threads = threads;
@@ -271,9 +291,9 @@ DecodeAttentionParams DecodeParamsOf(DecodeSetup& s, int threads) {
 // Compares the first `rows` requests of a decode output with the reference.
 bool VerifyDecodeRows(const DecodeAttentionParams& p, uint32_t rows) {
   DecodeAttentionParams sample = p;
-  sample.num_requests = std::min(rows, p.num_requests);
-  const size_t heads_total = size_t{sample.num_requests} * p.num_heads;
-  std::vector<float> want(heads_total * p.layout.head_dim), want_lse(heads_total);
+  sample.kv = p.kv.Slice(0, std::min(rows, p.kv.batch_size));
+  const size_t heads_total = size_t{sample.kv.batch_size} * p.num_heads;
+  std::vector<float> want(heads_total * p.kv.layout.head_dim), want_lse(heads_total);
   sample.out = want.data();
   sample.lse = want_lse.data();
   ReferenceDecodeAttention(sample);
@@ -317,7 +337,7 @@ void BM_PagedDecode(benchmark::State& state) {
     PagedDecodeAttention(p, workspace);
     benchmark::ClobberMemory();
   }
-  const size_t logical = size_t{p.num_requests} * p.kv_end[0] * KvBytesPerToken(p.layout);
+  const size_t logical = size_t{p.kv.batch_size} * setup.kv_end * KvBytesPerToken(p.kv.layout);
   ReportDecode(state, logical, logical);
   state.SetLabel("verify=ok isa=" + IsaName());
 }
@@ -332,7 +352,9 @@ BENCHMARK(BM_PagedDecode)
 void BM_CascadeDecode(benchmark::State& state) {
   const auto dtype = static_cast<KvDtype>(state.range(0));
   DecodeSetup& setup = CachedDecodeSetup(DecodeShape{dtype, 256, 8, 3584, 512});
-  CascadeDecodeParams p{DecodeParamsOf(setup, static_cast<int>(state.range(1))), setup.groups};
+  CascadeDecodeParams p{DecodeParamsOf(setup, static_cast<int>(state.range(1))),
+                        setup.prefixes.View(setup.pools), setup.group_indptr.data(),
+                        setup.group_rows.data()};
   CascadeWorkspace workspace;
   CascadeDecodeAttention(p, workspace);
   if (!VerifyDecodeRows(p.decode, 2)) {
@@ -343,12 +365,12 @@ void BM_CascadeDecode(benchmark::State& state) {
     CascadeDecodeAttention(p, workspace);
     benchmark::ClobberMemory();
   }
-  const size_t per_token = KvBytesPerToken(p.decode.layout);
-  const size_t requests = p.decode.num_requests;
-  const size_t read = (setup.groups.size() * setup.prefix_tokens +
-                       requests * (p.decode.kv_end[0] - setup.prefix_tokens)) *
+  const size_t per_token = KvBytesPerToken(p.decode.kv.layout);
+  const size_t requests = p.decode.kv.batch_size;
+  const size_t read = (size_t{setup.groups} * setup.prefix_tokens +
+                       requests * (setup.kv_end - setup.prefix_tokens)) *
                       per_token;
-  ReportDecode(state, read, requests * p.decode.kv_end[0] * per_token);
+  ReportDecode(state, read, requests * setup.kv_end * per_token);
   state.SetLabel("verify=ok isa=" + IsaName());
 }
 BENCHMARK(BM_CascadeDecode)
@@ -369,17 +391,13 @@ void BM_DecodeInCache(benchmark::State& state) {
   std::vector<uint32_t> table(kTokens / kBlockTokens);
   std::iota(table.begin(), table.end(), 0u);
   std::vector<float> q(size_t{group} * head_dim, 0.5f), out(q.size()), lse(group);
-  const uint32_t* tables[] = {table.data()};
+  CsrTable csr;
+  csr.Add(table, kTokens);
   DecodeAttentionParams p;
   p.q = q.data();
   p.out = out.data();
   p.lse = lse.data();
-  p.k_pool = pools.k.get();
-  p.v_pool = pools.v.get();
-  p.layout = pools.layout;
-  p.block_tables = tables;
-  p.kv_end = &kTokens;
-  p.num_requests = 1;
+  p.kv = csr.View(pools);
   p.num_heads = group;
   p.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   DecodeWorkspace workspace;
@@ -392,7 +410,7 @@ void BM_DecodeInCache(benchmark::State& state) {
     PagedDecodeAttention(p, workspace);
     benchmark::ClobberMemory();
   }
-  const size_t bytes = kTokens * KvBytesPerToken(p.layout);
+  const size_t bytes = kTokens * KvBytesPerToken(p.kv.layout);
   ReportDecode(state, bytes, bytes);
   state.SetLabel("verify=ok isa=" + IsaName());
 }
@@ -418,15 +436,13 @@ void BM_SharedPrefixPass(benchmark::State& state) {
   for (size_t i = table.size(); i > 1; --i) std::swap(table[i - 1], table[rng.Uniform(i)]);
   std::vector<float> q(size_t{queries} * kHeads * head_dim), out(q.size()), lse(queries * kHeads);
   for (float& x : q) x = static_cast<float>(rng.NextDouble() * 2 - 1);
+  CsrTable csr;
+  csr.Add(table, kPrefixTokens);
   SharedPrefixParams p;
   p.q = q.data();
   p.out = out.data();
   p.lse = lse.data();
-  p.k_pool = pools.k.get();
-  p.v_pool = pools.v.get();
-  p.layout = pools.layout;
-  p.prefix_block_table = table.data();
-  p.prefix_tokens = kPrefixTokens;
+  p.kv = csr.View(pools);
   p.num_queries = queries;
   p.num_heads = kHeads;
   p.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
@@ -450,7 +466,7 @@ void BM_SharedPrefixPass(benchmark::State& state) {
   }
   const auto iterations = static_cast<double>(state.iterations());
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
-                          static_cast<int64_t>(kPrefixTokens * KvBytesPerToken(p.layout)));
+                          static_cast<int64_t>(kPrefixTokens * KvBytesPerToken(p.kv.layout)));
   state.counters["GFLOPs"] =
       benchmark::Counter(iterations * 4.0 * queries * kHeads * kPrefixTokens * head_dim * 1e-9,
                          benchmark::Counter::kIsRate);
@@ -480,19 +496,14 @@ void BM_Prefill(benchmark::State& state) {
   for (size_t i = table.size(); i > 1; --i) std::swap(table[i - 1], table[rng.Uniform(i)]);
   std::vector<float> q(size_t{kChunk} * kHeads * head_dim), out(q.size());
   for (float& x : q) x = static_cast<float>(rng.NextDouble() * 2 - 1);
-  const uint32_t* tables[] = {table.data()};
-  const uint32_t row_offset = 0;
+  CsrTable csr;
+  csr.Add(table, total);
+  const uint32_t qo_indptr[] = {0, kChunk};
   PrefillAttentionParams p;
   p.q = q.data();
   p.out = out.data();
-  p.k_pool = pools.k.get();
-  p.v_pool = pools.v.get();
-  p.layout = pools.layout;
-  p.block_tables = tables;
-  p.context = &context;
-  p.chunk_len = &kChunk;
-  p.row_offset = &row_offset;
-  p.num_requests = 1;
+  p.kv = csr.View(pools);
+  p.qo_indptr = qo_indptr;
   p.num_heads = kHeads;
   p.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
   p.num_threads = static_cast<int>(state.range(2));
@@ -501,7 +512,11 @@ void BM_Prefill(benchmark::State& state) {
   PrefillAttentionParams sample = p;
   const uint32_t sample_len = 8;
   std::vector<float> want(size_t{sample_len} * kHeads * head_dim);
-  sample.chunk_len = &sample_len;
+  CsrTable sample_csr;
+  sample_csr.Add(table, context + sample_len);
+  const uint32_t sample_qo_indptr[] = {0, sample_len};
+  sample.kv = sample_csr.View(pools);
+  sample.qo_indptr = sample_qo_indptr;
   sample.out = want.data();
   ReferencePrefillAttention(sample);
   for (size_t i = 0; i < want.size(); ++i) {
@@ -519,7 +534,7 @@ void BM_Prefill(benchmark::State& state) {
   const auto iterations = static_cast<double>(state.iterations());
   state.SetItemsProcessed(static_cast<int64_t>(state.iterations()) * kChunk);
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) *
-                          static_cast<int64_t>(total * KvBytesPerToken(p.layout)));
+                          static_cast<int64_t>(total * KvBytesPerToken(p.kv.layout)));
   state.counters["GFLOPs"] = benchmark::Counter(iterations * 4.0 * kHeads * keys * head_dim * 1e-9,
                                                 benchmark::Counter::kIsRate);
   state.SetLabel("verify=ok isa=" + IsaName());

@@ -114,24 +114,44 @@ uint32_t BlocksFor(uint32_t tokens, uint32_t block_tokens) {
   return (tokens + block_tokens - 1) / block_tokens;
 }
 
-// Requests of a decode batch: block tables, ranges, queries.
+// Requests of a batch: block tables and ranges, and the CSR table (hw/paged_kv.h) of their
+// first ceil(end / block_tokens) pages that the kernels read.
 struct Batch {
   std::vector<std::vector<uint32_t>> tables;
-  std::vector<const uint32_t*> table_ptrs;
   std::vector<uint32_t> kv_begin;
   std::vector<uint32_t> kv_end;
+  std::vector<uint32_t> indptr, indices, last_page_len;
 
   void Add(std::vector<uint32_t> table, uint32_t begin, uint32_t end) {
     tables.push_back(std::move(table));
     kv_begin.push_back(begin);
     kv_end.push_back(end);
   }
-  void Finish() {
-    table_ptrs.clear();
-    for (const auto& table : tables) table_ptrs.push_back(table.data());
+  void Finish(uint32_t block_tokens) {
+    indptr = {0};
+    indices.clear();
+    last_page_len.clear();
+    for (size_t r = 0; r < tables.size(); ++r) {
+      const uint32_t pages = (kv_end[r] + block_tokens - 1) / block_tokens;
+      EXPECT_LE(pages, tables[r].size()) << "test table too short";
+      indices.insert(indices.end(), tables[r].begin(), tables[r].begin() + pages);
+      indptr.push_back(static_cast<uint32_t>(indices.size()));
+      last_page_len.push_back(LastPageLen(kv_end[r], block_tokens));
+    }
   }
+  [[nodiscard]] PagedKvView View(Pools& pools) const;
   [[nodiscard]] uint32_t size() const { return static_cast<uint32_t>(tables.size()); }
 };
+
+PagedKvView Batch::View(Pools& pools) const {
+  return PagedKvView{.k_data = pools.k(),
+                     .v_data = pools.v(),
+                     .layout = pools.layout(),
+                     .batch_size = size(),
+                     .indptr = indptr.data(),
+                     .indices = indices.data(),
+                     .last_page_len = last_page_len.data()};
+}
 
 // max |got − want| − tolerance must stay ≤ 0; −inf must match −inf exactly.
 void ExpectClose(const std::vector<float>& got, const std::vector<float>& want,
@@ -160,13 +180,8 @@ DecodeAttentionParams DecodeParams(Pools& pools, const Batch& batch, uint32_t nu
                                    const std::vector<float>& q, int threads) {
   DecodeAttentionParams p;
   p.q = q.data();
-  p.k_pool = pools.k();
-  p.v_pool = pools.v();
-  p.layout = pools.layout();
-  p.block_tables = batch.table_ptrs.data();
-  p.kv_end = batch.kv_end.data();
+  p.kv = batch.View(pools);
   p.kv_begin = batch.kv_begin.data();
-  p.num_requests = batch.size();
   p.num_heads = num_heads;
   p.scale = 1.5f / std::sqrt(static_cast<float>(pools.layout().head_dim));
   p.num_threads = threads;
@@ -176,8 +191,8 @@ DecodeAttentionParams DecodeParams(Pools& pools, const Batch& batch, uint32_t nu
 // Runs the kernel and the reference on the same parameters; compares out and lse.
 void ExpectDecodeMatchesReference(DecodeAttentionParams p, DecodeWorkspace& workspace,
                                   const std::string& what) {
-  const size_t heads_total = size_t{p.num_requests} * p.num_heads;
-  std::vector<float> out(heads_total * p.layout.head_dim, 7.0f), lse(heads_total, 7.0f);
+  const size_t heads_total = size_t{p.kv.batch_size} * p.num_heads;
+  std::vector<float> out(heads_total * p.kv.layout.head_dim, 7.0f), lse(heads_total, 7.0f);
   std::vector<float> want_out(out.size()), want_lse(lse.size());
   p.out = out.data();
   p.lse = lse.data();
@@ -199,8 +214,10 @@ TEST(AppendKvTest, WritesTokensThroughTheBlockTableInThePoolDtype) {
     const uint32_t start = 3, count = 6;  // positions 3..8 cross two block boundaries
     const auto k_new = RandomFloats(rng, size_t{count} * 2 * 16, 1.0f);
     const auto v_new = RandomFloats(rng, size_t{count} * 2 * 16, 1.0f);
-    AppendKv(pools.k(), pools.v(), pools.layout(), table.data(), start, count, k_new.data(),
-             v_new.data());
+    Batch batch;
+    batch.Add(table, 0, start + count);
+    batch.Finish(4);
+    AppendKv(batch.View(pools), 0, start, count, k_new.data(), v_new.data());
     for (uint32_t i = 0; i < count; ++i) {
       const uint32_t pos = start + i;
       for (uint32_t h = 0; h < 2; ++h) {
@@ -297,7 +314,7 @@ TEST_P(AttentionKernelsTest, DecodeMatchesReference) {
       const uint32_t begin = rng.Uniform(2) == 0 ? 0 : static_cast<uint32_t>(rng.Uniform(end + 1));
       batch.Add(pools.Take(BlocksFor(end, pools.layout().block_tokens)), begin, end);
     }
-    batch.Finish();
+    batch.Finish(pools.layout().block_tokens);
     const uint32_t heads = NumHeads(pools);
     const auto q = RandomFloats(rng, size_t{requests} * heads * head_dim(), 1.0f);
     ExpectDecodeMatchesReference(DecodeParams(pools, batch, heads, q, threads()), workspace,
@@ -318,13 +335,12 @@ TEST_P(AttentionKernelsTest, SharedPrefixMatchesReference) {
     const auto q = RandomFloats(rng, size_t{rows} * heads * head_dim(), 1.0f);
     std::vector<float> out(size_t{rows} * heads * head_dim(), 0.0f), lse(rows * heads, 0.0f);
     std::vector<float> want_out = out, want_lse = lse;
+    Batch prefix;
+    prefix.Add(table, 0, prefix_tokens);
+    prefix.Finish(pools.layout().block_tokens);
     SharedPrefixParams p;
     p.q = q.data();
-    p.k_pool = pools.k();
-    p.v_pool = pools.v();
-    p.layout = pools.layout();
-    p.prefix_block_table = table.data();
-    p.prefix_tokens = prefix_tokens;
+    p.kv = prefix.View(pools);
     p.q_rows = q_rows.data();
     p.num_queries = static_cast<uint32_t>(q_rows.size());
     p.num_heads = heads;
@@ -386,13 +402,17 @@ TEST_P(AttentionKernelsTest, CascadeEqualsPlainDecodeOverFullRange) {
       }
     }
     for (const uint32_t end : loners) batch.Add(pools.Take(BlocksFor(end, block_tokens)), 0, end);
-    batch.Finish();
+    batch.Finish(block_tokens);
     const uint32_t heads = NumHeads(pools);
     const auto q = RandomFloats(rng, size_t{batch.size()} * heads * head_dim(), 1.0f);
-    std::vector<CascadeGroup> groups;
+    Batch prefixes;  // one entry per group: its shared pages
+    std::vector<uint32_t> group_indptr = {0}, rows;
     for (size_t g = 0; g < group_rows.size(); ++g) {
-      groups.push_back({prefix_tables[g].data(), prefix_lengths[g], group_rows[g]});
+      prefixes.Add(prefix_tables[g], 0, prefix_lengths[g]);
+      rows.insert(rows.end(), group_rows[g].begin(), group_rows[g].end());
+      group_indptr.push_back(static_cast<uint32_t>(rows.size()));
     }
+    prefixes.Finish(block_tokens);
     DecodeAttentionParams plain = DecodeParams(pools, batch, heads, q, threads());
     plain.kv_begin = nullptr;
     const size_t heads_total = size_t{batch.size()} * heads;
@@ -407,7 +427,7 @@ TEST_P(AttentionKernelsTest, CascadeEqualsPlainDecodeOverFullRange) {
 
     for (const bool with_lse : {true, false}) {
       std::vector<float> out(plain_out.size(), 5.0f), lse(plain_lse.size(), 5.0f);
-      CascadeDecodeParams cascade{plain, groups};
+      CascadeDecodeParams cascade{plain, prefixes.View(pools), group_indptr.data(), rows.data()};
       cascade.decode.out = out.data();
       cascade.decode.lse = with_lse ? lse.data() : nullptr;
       CascadeDecodeAttention(cascade, cascade_workspace);
@@ -427,13 +447,13 @@ TEST_P(AttentionKernelsTest, PrefillMatchesReference) {
   for (uint64_t seed = 1; seed <= 2; ++seed) {
     Rng rng(seed * 53 + head_dim() + group());
     const auto requests = static_cast<uint32_t>(rng.UniformInt(1, 2));
-    std::vector<uint32_t> context, chunk_len, row_offset, totals;
+    std::vector<uint32_t> context, chunk_len, qo_indptr = {0}, totals;
     uint32_t rows = 0;
     for (uint32_t r = 0; r < requests; ++r) {
       context.push_back(rng.Uniform(3) == 0 ? 0 : static_cast<uint32_t>(rng.UniformInt(1, 120)));
       chunk_len.push_back(static_cast<uint32_t>(rng.UniformInt(1, 75)));
-      row_offset.push_back(rows);
       rows += chunk_len.back();
+      qo_indptr.push_back(rows);
       totals.push_back(context.back() + chunk_len.back());
     }
     Pools pools = MakePools(rng, totals);
@@ -443,25 +463,21 @@ TEST_P(AttentionKernelsTest, PrefillMatchesReference) {
     Batch batch;
     for (uint32_t r = 0; r < requests; ++r) {
       batch.Add(pools.Take(BlocksFor(totals[r], block_tokens)), 0, totals[r]);
+    }
+    batch.Finish(block_tokens);
+    const PagedKvView kv = batch.View(pools);
+    for (uint32_t r = 0; r < requests; ++r) {
       // The chunk's own K and V go in through AppendKv, as an engine would do it.
       const auto k_new = RandomFloats(rng, size_t{chunk_len[r]} * kv_heads * head_dim(), 1.0f);
       const auto v_new = RandomFloats(rng, k_new.size(), 1.0f);
-      AppendKv(pools.k(), pools.v(), pools.layout(), batch.tables.back().data(), context[r],
-               chunk_len[r], k_new.data(), v_new.data());
+      AppendKv(kv, r, context[r], chunk_len[r], k_new.data(), v_new.data());
     }
-    batch.Finish();
     const auto q = RandomFloats(rng, size_t{rows} * heads * head_dim(), 1.0f);
     std::vector<float> out(q.size(), 9.0f), want(q.size());
     PrefillAttentionParams p;
     p.q = q.data();
-    p.k_pool = pools.k();
-    p.v_pool = pools.v();
-    p.layout = pools.layout();
-    p.block_tables = batch.table_ptrs.data();
-    p.context = context.data();
-    p.chunk_len = chunk_len.data();
-    p.row_offset = row_offset.data();
-    p.num_requests = requests;
+    p.kv = kv;
+    p.qo_indptr = qo_indptr.data();
     p.num_heads = heads;
     p.scale = 1.5f / std::sqrt(static_cast<float>(head_dim()));
     p.num_threads = threads();
@@ -502,7 +518,7 @@ TEST(AttentionKernelsOddShapesTest, DecodeHandlesOtherHeadDimsGroupsAndKvHeads) 
       for (const uint32_t end : lengths) {
         batch.Add(pools.Take(BlocksFor(end, shape.block_tokens)), 0, end);
       }
-      batch.Finish();
+      batch.Finish(shape.block_tokens);
       const uint32_t heads = shape.group * shape.kv_heads;
       const auto q = RandomFloats(rng, size_t{batch.size()} * heads * shape.dim, 1.0f);
       for (const int threads : {1, 2}) {
@@ -563,7 +579,7 @@ TEST(AttentionPropertyTest, SplitAndMergeEqualsWholeRangeAndIsasAgree) {
     whole.Add(table, 0, n);
     left.Add(table, 0, k);
     right.Add(table, k, n);
-    for (Batch* b : {&whole, &left, &right}) b->Finish();
+    for (Batch* b : {&whole, &left, &right}) b->Finish(16);
     const auto q = RandomFloats(rng, size_t{heads} * dim, 2.0f);
     const int threads = static_cast<int>(rng.UniformInt(1, 2));
     auto run = [&](const Batch& batch, AttentionIsa isa, std::vector<float>& out,
@@ -603,7 +619,7 @@ TEST(AttentionPropertyTest, FlushToZeroDoesNotChangeResults) {
     Pools pools(rng, 40, 1, 64, 16, KvDtype::kFp32);
     Batch batch;
     batch.Add(pools.Take(30), 0, 470);
-    batch.Finish();
+    batch.Finish(16);
     const auto q = RandomFloats(rng, 4 * 64, 60.0f);
     DecodeWorkspace workspace;
     std::vector<float> out(4 * 64), lse(4), ftz_out(4 * 64), ftz_lse(4);
@@ -633,7 +649,7 @@ TEST(AttentionKernelsDeathTest, BrokenInvariantsAbortWithContext) {
   Pools pools(rng, 4, 2, 64, 16, KvDtype::kFp32);
   Batch batch;
   batch.Add(pools.Take(1), 0, 10);
-  batch.Finish();
+  batch.Finish(16);
   const auto q = RandomFloats(rng, 3 * 64, 1.0f);
   std::vector<float> out(3 * 64), lse(3);
   DecodeAttentionParams p = DecodeParams(pools, batch, 3, q, 1);  // 3 heads over 2 kv heads
@@ -641,9 +657,9 @@ TEST(AttentionKernelsDeathTest, BrokenInvariantsAbortWithContext) {
   DecodeWorkspace workspace;
   EXPECT_DEATH(PagedDecodeAttention(p, workspace), "multiple of kv_heads");
   p.num_heads = 2;
-  p.layout.head_dim = 60;
+  p.kv.layout.head_dim = 60;
   EXPECT_DEATH(PagedDecodeAttention(p, workspace), "multiple of 8");
-  p.layout.head_dim = 64;
+  p.kv.layout.head_dim = 64;
   CascadeDecodeParams cascade{p, {}};  // kv_begin still set
   CascadeWorkspace cascade_workspace;
   EXPECT_DEATH(CascadeDecodeAttention(cascade, cascade_workspace), "sets kv_begin itself");

@@ -1,0 +1,67 @@
+// cpu_calibration.h: what `feather calibrate --target cpu` measures, apart from the command
+// line: the grid of synthetic steps, the machine probes, the base profile they give, and the
+// grid measured on the real CPU engine through the engine-agnostic harness (calib/harness.h).
+//
+// CalibrationGrid: decode batches of 1 to 128 requests over private or shared contexts (1 to 20
+// prefix groups, grouped or shuffled, cascade on and off), prefill chunks after cached contexts,
+// and mixed steps, interleaved by a fixed stride permutation so that the held-out rows (every
+// 5th) cover every kind. Quick mode keeps every kind with fewer sizes. The grid is plain
+// SyntheticBatchSpecs (hw/synthetic_batch.h): a GPU target reuses it with larger sizes.
+// RunProbes: DRAM read bandwidth (arrays ≫ LLC), the read bandwidth of an LLC-resident array,
+// the GEMM backend's peak FLOP/s. CpuBaseProfile: the fit's starting profile (peaks from the
+// probes, `measured`; the rest assumed starting values). MeasureCpuGrid: one CpuEngine per cascade
+// setting the grid needs, every point measured by MeasureSteps.
+//
+// Cost: the probes 0.2–0.7 s each (Quick() < 0.1 s); the grid (R + 1) passes of its steps
+// (quick ~2 minutes on the reference 2-core VM, full ~8).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "hw/gemm.h"
+#include "hw/host_info.h"
+#include "hw/probes.h"
+#include "hw/synthetic_batch.h"
+#include "sim/engine/device_profile.h"
+#include "sim/engine/model_config.h"
+#include "sim/engine/model_engine.h"
+
+namespace feather::calib {
+
+// One grid point: a synthetic step and whether the engine may use cascade attention.
+struct GridPoint {
+  hw::SyntheticBatchSpec spec;
+  bool cascade = true;
+  std::string label;
+};
+
+[[nodiscard]] std::vector<GridPoint> CalibrationGrid(bool quick);
+
+struct Probes {
+  hw::BandwidthResult dram;
+  hw::BandwidthResult llc;
+  hw::GemmFlopsResult gemm_peak;
+};
+
+[[nodiscard]] Probes RunProbes(bool quick, int threads, hw::GemmBackend backend, size_t llc_bytes);
+
+// The starting profile of a CPU fit: memory budget, peaks from the probes, sm_count = threads.
+[[nodiscard]] DeviceProfile CpuBaseProfile(const Probes& probes, const HostInfo& host,
+                                           int threads);
+
+// The attention kernels' instruction set in use ("avx2+fma" or "scalar").
+[[nodiscard]] std::string AttentionIsaName();
+
+// Measures every grid point (its spec's pool_blocks set to `pool_blocks`) on CPU engines of
+// `model` with `threads` threads, `repetitions` timed passes; after_step / after_pass as in
+// HarnessOptions. Returns the rows in grid order.
+[[nodiscard]] std::vector<MeasuredStep> MeasureCpuGrid(
+    std::vector<GridPoint>& grid, const ModelConfig& model, uint64_t pool_blocks, int threads,
+    hw::GemmBackend backend, int repetitions, const std::function<void()>& after_step,
+    const std::function<void(int pass)>& after_pass);
+
+}  // namespace feather::calib

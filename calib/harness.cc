@@ -1,0 +1,90 @@
+// harness.cc: MeasureSteps (see harness.h).
+#include "calib/harness.h"
+
+#include <optional>
+
+#include "base/check.h"
+#include "hw/interleaved_passes.h"
+
+namespace feather::calib {
+namespace {
+
+// Adds `b`'s counts to `a`'s; a count either side lacks stays absent.
+void Accumulate(hw::PerfCounts& a, const hw::PerfCounts& b, bool first) {
+  auto add = [first](std::optional<uint64_t>& x, const std::optional<uint64_t>& y) {
+    if (first) {
+      x = y;
+    } else if (x && y) {
+      *x += *y;
+    } else {
+      x.reset();
+    }
+  };
+  add(a.cycles, b.cycles);
+  add(a.instructions, b.instructions);
+  add(a.llc_loads, b.llc_loads);
+  add(a.llc_load_misses, b.llc_load_misses);
+  add(a.task_clock_ns, b.task_clock_ns);
+  a.multiplexed = a.multiplexed || b.multiplexed;
+}
+
+void DivideCounts(hw::PerfCounts& counts, int repetitions) {
+  for (std::optional<uint64_t>* value : {&counts.cycles, &counts.instructions, &counts.llc_loads,
+                                         &counts.llc_load_misses, &counts.task_clock_ns}) {
+    if (*value) **value /= static_cast<uint64_t>(repetitions);
+  }
+}
+
+}  // namespace
+
+std::vector<StepMeasurement> MeasureSteps(std::span<const MeasuredEngine> engines,
+                                          std::span<const HarnessStep> steps,
+                                          const ModelConfig& model,
+                                          const HarnessOptions& options) {
+  FEATHER_CHECK(options.repetitions >= 1, "MeasureSteps needs at least one repetition");
+  std::vector<StepMeasurement> measured(steps.size());
+  for (size_t i = 0; i < steps.size(); ++i) {
+    FEATHER_CHECK(steps[i].engine < engines.size() && engines[steps[i].engine].engine != nullptr &&
+                      steps[i].plan != nullptr,
+                  "a harness step names no engine or no plan");
+    const MeasuredEngine& e = engines[steps[i].engine];
+    measured[i].row.shape = ShapeStep(*steps[i].plan, model, e.cascade_attention, e.sm_count);
+  }
+  std::optional<hw::PerfCounterGroup> counters;  // opened after the warm-up: threads exist then
+  const auto execute = [&](size_t i, int pass) {
+    Engine& engine = *engines[steps[i].engine].engine;
+    const BatchPlan& plan = *steps[i].plan;
+    StepTiming timing;
+    if (pass == 0 || !options.perf_counters) {
+      timing = engine.Execute(plan);
+    } else {
+      if (!counters) counters.emplace(hw::PerfScope::kProcess);
+      counters->Start();
+      timing = engine.Execute(plan);
+      Accumulate(measured[i].counts, counters->Stop(), pass == 1);
+    }
+    if (pass == 0) {
+      FEATHER_CHECK(timing.cascade_used == measured[i].row.shape.cascade(),
+                    "the engine's cascade decision differs from ShapeStep's");
+    }
+    if (options.after_step) options.after_step();
+    return timing;
+  };
+  const std::vector<std::vector<StepTiming>> timings =
+      hw::RunInterleavedPasses(steps.size(), options.repetitions, execute, options.after_pass);
+  for (size_t i = 0; i < steps.size(); ++i) {
+    measured[i].row.measured = hw::MedianByTotal(timings[i]);
+    measured[i].spread = hw::RelativeSpread(timings[i]);
+    if (options.perf_counters) DivideCounts(measured[i].counts, options.repetitions);
+  }
+  return measured;
+}
+
+std::vector<MeasuredStep> RowsOf(std::span<const StepMeasurement> measurements) {
+  std::vector<MeasuredStep> rows;
+  rows.reserve(measurements.size());
+  for (const StepMeasurement& m : measurements) rows.push_back(m.row);
+  return rows;
+}
+
+}  // namespace feather::calib

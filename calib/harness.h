@@ -1,0 +1,69 @@
+// harness.h: measuring steps on real engines, engine-agnostic: the part of calibration and of the
+// engine experiments that runs plans and collects timed rows, written against the Engine
+// interface (sim/engine/engine.h) so that the CPU engine today and a CUDA engine next plug in the
+// same way.
+//
+// A MeasuredEngine is an Engine plus the two facts ShapeStep needs to name the shape the engine
+// runs (its cascade switch and its parallel units: threads on the CPU, SMs on a GPU), so every
+// row carries the StepShape the cost model prices, whatever the engine. MeasureSteps runs every
+// step in interleaved passes (hw/interleaved_passes.h: one warm-up pass, then R passes in
+// alternating direction, so slow drift of the machine reaches every step alike) and keeps, per
+// step, the median repetition whole (its terms consistent with its total), the spread of the
+// repetitions and, when asked, perf counters averaged over the timed passes. The warm-up pass
+// checks that the engine's cascade decision is the shape's (a broken invariant aborts).
+//
+// The rows (MeasuredStep) are what calib/fit.h fits and calib/rows_csv.h writes: the CSV
+// `feather calibrate` writes beside a profile and `feather calibrate --refit ROWS` reads back.
+//
+// Cost: (R + 1) · Σ step times, plus one ShapeStep per step.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <span>
+#include <vector>
+
+#include "hw/perf_counters.h"
+#include "sim/engine/engine.h"
+#include "sim/engine/model_config.h"
+#include "sim/engine/model_engine.h"
+
+namespace feather::calib {
+
+struct MeasuredEngine {
+  Engine* engine = nullptr;
+  bool cascade_attention = true;  // the engine's cascade switch, as ShapeStep takes it
+  uint32_t sm_count = 1;          // its parallel units for vLLM's cascade rule
+};
+
+struct HarnessStep {
+  const BatchPlan* plan = nullptr;  // must outlive MeasureSteps
+  size_t engine = 0;                // index into the engines
+};
+
+struct HarnessOptions {
+  int repetitions = 5;          // timed passes, ≥ 1 (after one warm-up pass)
+  bool perf_counters = false;   // count cycles, LLC loads and misses around every timed step
+  // Called after every executed step (e.g. an interrupt check that throws) and after every pass
+  // (progress); either may be empty.
+  std::function<void()> after_step;
+  std::function<void(int pass)> after_pass;
+};
+
+struct StepMeasurement {
+  MeasuredStep row;     // the shape and the median repetition's timing
+  double spread = 0;    // (max − min) / median of the repetitions' totals
+  hw::PerfCounts counts;  // per step, averaged over the timed passes; empty unless asked
+};
+
+// Measures every step on its engine (file comment). `model` is the engines' model.
+[[nodiscard]] std::vector<StepMeasurement> MeasureSteps(std::span<const MeasuredEngine> engines,
+                                                        std::span<const HarnessStep> steps,
+                                                        const ModelConfig& model,
+                                                        const HarnessOptions& options);
+
+// The rows alone, in step order.
+[[nodiscard]] std::vector<MeasuredStep> RowsOf(std::span<const StepMeasurement> measurements);
+
+}  // namespace feather::calib

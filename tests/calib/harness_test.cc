@@ -1,0 +1,109 @@
+// harness_test.cc: the engine-agnostic measurement harness (calib/harness.h) over a fake Engine:
+// shapes named by ShapeStep with the engine's switches, the median repetition kept whole, the
+// per-step and per-pass hooks, a cascade decision that disagrees with the shape caught, and the
+// rows written by calib/rows_csv.h read back as `calibrate --refit` reads them.
+#include "calib/harness.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+#include <vector>
+
+#include "calib/rows_csv.h"
+#include "hw/synthetic_batch.h"
+#include "sim/engine/device_profile.h"
+#include "sim/engine/model_config.h"
+#include "sim/engine/model_engine.h"
+#include "sim/io/device_profile_yaml.h"
+#include "sim/io/model_config_yaml.h"
+
+namespace feather::calib {
+namespace {
+
+const std::string kSource = FEATHER_SOURCE_DIR;
+
+// Returns 100, 300, 200, 100, ... ns per call (gemm the same), and cascade_used as configured.
+class FakeEngine final : public Engine {
+ public:
+  explicit FakeEngine(bool cascade_used) : cascade_used_(cascade_used) {}
+  [[nodiscard]] std::string_view Name() const override { return "fake"; }
+  [[nodiscard]] StepTiming Execute(const BatchPlan&) override {
+    static constexpr int64_t kTotals[] = {100, 300, 200};
+    StepTiming timing;
+    timing.total_ns = kTotals[calls_++ % 3];
+    timing.term_ns[static_cast<size_t>(StepTerm::kGemm)] = timing.total_ns;
+    timing.cascade_used = cascade_used_;
+    return timing;
+  }
+  int calls_ = 0;
+
+ private:
+  bool cascade_used_;
+};
+
+hw::SyntheticBatch SharedBatch() {
+  hw::SyntheticBatchSpec spec;
+  spec.decode_requests = 16;
+  spec.groups = 1;
+  spec.shared_prefix_tokens = 512;
+  spec.suffix_tokens = 16;
+  return hw::MakeSyntheticBatch(spec);
+}
+
+TEST(Harness, RowsCarryTheShapeAndTheMedianRepetition) {
+  const ModelConfig model = LoadModelConfig(kSource + "/scenarios/models/cpu-small.yaml");
+  const hw::SyntheticBatch batch = SharedBatch();
+  // Engine 0 runs without cascade, engine 1 with (ShapeStep: one group of 16 on 2 "SMs").
+  FakeEngine plain(false), cascade(ShapeStep(batch.plan, model, true, 2).cascade());
+  ASSERT_TRUE(ShapeStep(batch.plan, model, true, 2).cascade());
+  const std::vector<MeasuredEngine> engines = {{&plain, false, 2}, {&cascade, true, 2}};
+  const std::vector<HarnessStep> steps = {{&batch.plan, 0}, {&batch.plan, 1}};
+  int step_calls = 0;
+  std::vector<int> passes;
+  HarnessOptions options;
+  options.repetitions = 3;
+  options.after_step = [&] { ++step_calls; };
+  options.after_pass = [&](int pass) { passes.push_back(pass); };
+  const std::vector<StepMeasurement> measured = MeasureSteps(engines, steps, model, options);
+  ASSERT_EQ(measured.size(), 2u);
+  EXPECT_EQ(step_calls, 8);  // (1 warm-up + 3) passes × 2 steps
+  EXPECT_EQ(passes, (std::vector<int>{0, 1, 2, 3}));
+  EXPECT_FALSE(measured[0].row.shape.cascade());
+  EXPECT_TRUE(measured[1].row.shape.cascade());
+  EXPECT_EQ(measured[1].row.shape.decode_requests, 16);
+  for (const StepMeasurement& m : measured) {
+    EXPECT_EQ(m.row.measured.total_ns, 200);  // the median of {x, y, z} drawn from 100/300/200
+    EXPECT_EQ(m.row.measured.term(StepTerm::kGemm), m.row.measured.total_ns);
+    EXPECT_DOUBLE_EQ(m.spread, 1.0);  // (300 − 100) / 200
+    EXPECT_FALSE(m.counts.cycles.has_value());
+  }
+
+  // The rows are what `calibrate` writes and `calibrate --refit` reads back.
+  const DeviceProfile profile = LoadDeviceProfile(kSource + "/results/profiles/cpu.yaml");
+  const std::vector<MeasuredStep> rows = RowsOf(measured);
+  const std::vector<std::string> labels = {"plain", "cascade"};
+  const std::vector<LabeledRow> back =
+      ParseRowsCsv(RowsToCsv(labels, rows, StepPricer(profile, model), 5), "rows.csv");
+  ASSERT_EQ(back.size(), 2u);
+  for (size_t i = 0; i < 2; ++i) {
+    EXPECT_EQ(back[i].label, labels[i]);
+    EXPECT_EQ(back[i].step.shape.cascade_prefix_tokens, rows[i].shape.cascade_prefix_tokens);
+    EXPECT_EQ(back[i].step.measured.term_ns, rows[i].measured.term_ns);
+    EXPECT_EQ(back[i].step.measured.total_ns, rows[i].measured.total_ns);
+  }
+}
+
+TEST(HarnessDeathTest, AnEngineThatDisagreesWithItsShapeAborts) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const ModelConfig model = LoadModelConfig(kSource + "/scenarios/models/cpu-small.yaml");
+  const hw::SyntheticBatch batch = SharedBatch();
+  FakeEngine never_cascades(false);
+  const std::vector<MeasuredEngine> engines = {{&never_cascades, true, 2}};
+  const std::vector<HarnessStep> steps = {{&batch.plan, 0}};
+  HarnessOptions options;
+  options.repetitions = 1;
+  EXPECT_DEATH((void)MeasureSteps(engines, steps, model, options), "cascade decision");
+}
+
+}  // namespace
+}  // namespace feather::calib
