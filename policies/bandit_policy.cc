@@ -13,14 +13,12 @@ namespace feather {
 std::span<const ConfigField<BanditConfig>> BanditConfig::Fields() {
   using C = BanditConfig;
   static constexpr std::array<ConfigField<C>, 1> kFields = {{
-    {"exploration", &C::exploration, ConfigField<C>::Real(0, 1e12)},
+      {"exploration", &C::exploration, ConfigField<C>::Real(0, 1e12)},
   }};
   return kFields;
 }
 
-std::vector<ConfigRuleProblem> BanditConfig::RuleProblems() const {
-  return {};
-}
+std::vector<ConfigRuleProblem> BanditConfig::RuleProblems() const { return {}; }
 
 namespace {
 

@@ -37,7 +37,8 @@ namespace feather {
 
 struct BanditConfig {
   double exploration = 200.0;  // c
-  StateBins state_bins = StateBins::kAuthors;  // the scenario's scheduler.state_bins, not a knob here
+  StateBins state_bins =
+      StateBins::kAuthors;  // the scenario's scheduler.state_bins, not a knob here
 
   // The knobs (scheduler.bandit.<key> in a scenario; policies/config_fields.h) and the rules
   // between them.

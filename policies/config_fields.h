@@ -98,8 +98,7 @@ bool InFieldRange(const ConfigField<Config>& field, T value) {
     return true;
   } else if constexpr (std::is_same_v<T, double>) {
     if (!std::isfinite(value) || value > field.range.real_max) return false;
-    return field.range.min_exclusive ? value > field.range.real_min
-                                     : value >= field.range.real_min;
+    return field.range.min_exclusive ? value > field.range.real_min : value >= field.range.real_min;
   } else {
     return static_cast<int64_t>(value) >= field.range.int_min && value >= 0 &&
            static_cast<uint64_t>(value) <= static_cast<uint64_t>(field.range.int_max);
@@ -118,7 +117,8 @@ std::vector<std::string> ConfigProblems(const Config& config) {
     problems.push_back(out.str());
   });
   if (problems.empty()) {
-    for (ConfigRuleProblem& rule : config.RuleProblems()) problems.push_back(std::move(rule.message));
+    for (ConfigRuleProblem& rule : config.RuleProblems())
+      problems.push_back(std::move(rule.message));
   }
   return problems;
 }

@@ -11,17 +11,14 @@ namespace feather {
 std::span<const ConfigField<DynamicBatchingConfig>> DynamicBatchingConfig::Fields() {
   using C = DynamicBatchingConfig;
   static constexpr std::array<ConfigField<C>, 3> kFields = {{
-    {"latency_target_ms", &C::latency_target_ms, ConfigField<C>::Real(0, 1e9, true)},
-    {"memory_fraction", &C::memory_fraction, ConfigField<C>::Real(0, 1, true)},
-    {"forgetting", &C::forgetting, ConfigField<C>::Real(0, 1, true)},
+      {"latency_target_ms", &C::latency_target_ms, ConfigField<C>::Real(0, 1e9, true)},
+      {"memory_fraction", &C::memory_fraction, ConfigField<C>::Real(0, 1, true)},
+      {"forgetting", &C::forgetting, ConfigField<C>::Real(0, 1, true)},
   }};
   return kFields;
 }
 
-std::vector<ConfigRuleProblem> DynamicBatchingConfig::RuleProblems() const {
-  return {};
-}
-
+std::vector<ConfigRuleProblem> DynamicBatchingConfig::RuleProblems() const { return {}; }
 
 std::optional<double> DynamicBatchingPolicy::PredictStepMs(uint32_t batch_size) const {
   const LatencyFit& f = fit_;

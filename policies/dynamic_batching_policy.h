@@ -34,8 +34,8 @@ struct DynamicBatchingConfig {
   double memory_fraction = 0.95;    // KV-use ceiling, fraction of the pool
   double forgetting = 0.99;         // per-step decay of the fit's past points, in (0, 1]
 
-  // The knobs (scheduler.dynamic_batching.<key> in a scenario; policies/config_fields.h) and the rules
-  // between them.
+  // The knobs (scheduler.dynamic_batching.<key> in a scenario; policies/config_fields.h) and the
+  // rules between them.
   static constexpr std::string_view kSection = "dynamic_batching";
   [[nodiscard]] static std::span<const ConfigField<DynamicBatchingConfig>> Fields();
   [[nodiscard]] std::vector<ConfigRuleProblem> RuleProblems() const;

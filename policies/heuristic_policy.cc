@@ -13,10 +13,10 @@ namespace feather {
 std::span<const ConfigField<HeuristicConfig>> HeuristicConfig::Fields() {
   using C = HeuristicConfig;
   static constexpr std::array<ConfigField<C>, 4> kFields = {{
-    {"max_loss_chunks", &C::max_loss_chunks, ConfigField<C>::Integer(0, 1 << 20)},
-    {"relaxed_loss_chunks", &C::relaxed_loss_chunks, ConfigField<C>::Integer(0, 1 << 20)},
-    {"relaxed_min_peers", &C::relaxed_min_peers, ConfigField<C>::Integer(0, 1 << 30)},
-    {"floor_cap", &C::floor_cap, ConfigField<C>::Integer(0, 1 << 20)},
+      {"max_loss_chunks", &C::max_loss_chunks, ConfigField<C>::Integer(0, 1 << 20)},
+      {"relaxed_loss_chunks", &C::relaxed_loss_chunks, ConfigField<C>::Integer(0, 1 << 20)},
+      {"relaxed_min_peers", &C::relaxed_min_peers, ConfigField<C>::Integer(0, 1 << 30)},
+      {"floor_cap", &C::floor_cap, ConfigField<C>::Integer(0, 1 << 20)},
   }};
   return kFields;
 }
@@ -31,7 +31,6 @@ std::vector<ConfigRuleProblem> HeuristicConfig::RuleProblems() const {
   }
   return problems;
 }
-
 
 StopDecision HeuristicPolicy::Decide(const StopContext& context) {
   const Observation o = Observe(context);

@@ -14,12 +14,12 @@ namespace feather {
 std::span<const ConfigField<QLearningConfig>> QLearningConfig::Fields() {
   using C = QLearningConfig;
   static constexpr std::array<ConfigField<C>, 5> kFields = {{
-    {"learning_rate", &C::learning_rate, ConfigField<C>::Real(0, 1, true)},
-    {"discount", &C::discount, ConfigField<C>::Real(0, 1)},
-    {"epsilon_start", &C::epsilon_start, ConfigField<C>::Real(0, 1)},
-    {"epsilon_min", &C::epsilon_min, ConfigField<C>::Real(0, 1)},
-    {"epsilon_decay_decisions", &C::epsilon_decay_decisions,
-     ConfigField<C>::Integer(0, std::numeric_limits<int64_t>::max())},
+      {"learning_rate", &C::learning_rate, ConfigField<C>::Real(0, 1, true)},
+      {"discount", &C::discount, ConfigField<C>::Real(0, 1)},
+      {"epsilon_start", &C::epsilon_start, ConfigField<C>::Real(0, 1)},
+      {"epsilon_min", &C::epsilon_min, ConfigField<C>::Real(0, 1)},
+      {"epsilon_decay_decisions", &C::epsilon_decay_decisions,
+       ConfigField<C>::Integer(0, std::numeric_limits<int64_t>::max())},
   }};
   return kFields;
 }

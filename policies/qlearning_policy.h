@@ -43,7 +43,8 @@ struct QLearningConfig {
   double epsilon_start = 1.0;
   double epsilon_min = 0.05;
   uint64_t epsilon_decay_decisions = 20000;
-  StateBins state_bins = StateBins::kAuthors;  // the scenario's scheduler.state_bins, not a knob here
+  StateBins state_bins =
+      StateBins::kAuthors;  // the scenario's scheduler.state_bins, not a knob here
 
   // The knobs (scheduler.qlearning.<key> in a scenario; policies/config_fields.h) and the rules
   // between them.

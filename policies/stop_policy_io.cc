@@ -229,7 +229,6 @@ class Reader {
     return s;
   }
 
-
  private:
   std::vector<std::string> problems_;
 };

@@ -1,5 +1,6 @@
 // device_profile.cc: the parameter table of the cost model (names, ranges, meanings) and the
-// names of the fitted step-time terms. The YAML reader and writer are sim/io/device_profile_yaml.cc.
+// names of the fitted step-time terms. The YAML reader and writer are
+// sim/io/device_profile_yaml.cc.
 #include "sim/engine/device_profile.h"
 
 #include <array>

@@ -171,7 +171,8 @@ void ReadFit(MapReader& root, DeviceProfile& profile) {
     reader.Add(terms, "terms", "expected a map of terms, got " + Describe(terms));
   } else if (terms.IsMap()) {
     MapReader term_reader(root.problems(), terms, reader.Join("terms"));
-    for (const std::string_view name : ProfileFitTermNames()) {  // StepTerm order, whatever the file's
+    for (const std::string_view name :
+         ProfileFitTermNames()) {  // StepTerm order, whatever the file's
       const std::string key(name);
       const std::optional<YAML::Node> term = term_reader.Child(key);
       if (!term) continue;
@@ -343,6 +344,5 @@ std::string DeviceProfileToYaml(const DeviceProfile& profile) {
   }
   return out;
 }
-
 
 }  // namespace feather

@@ -20,11 +20,11 @@
 #include <utility>
 #include <vector>
 
+#include "base/input_error.h"
 #include "base/types.h"
 #include "policies/config_fields.h"
 #include "policies/selector.h"
 #include "sim/io/embedded_files.h"
-#include "base/input_error.h"
 #include "sim/io/yaml_map_reader.h"
 
 namespace feather {
@@ -353,7 +353,8 @@ void ReadConfigFields(MapReader& p, Config& config) {
     }
   });
   for (const ConfigRuleProblem& rule : config.RuleProblems()) {
-    const std::string blamed(p.Value(std::string(rule.key)).IsDefined() ? rule.key : rule.other_key);
+    const std::string blamed(p.Value(std::string(rule.key)).IsDefined() ? rule.key
+                                                                        : rule.other_key);
     p.Add(p.Value(blamed), blamed, rule.message);
   }
 }
@@ -660,12 +661,12 @@ nlohmann::ordered_json ScenarioToJson(const Scenario& s) {
   J scheduler = {{"selector", s.selector}, {"stop", s.stop}};
   scheduler.update(PolicyConfigJson(s.selector_options));
   scheduler.update(J{{"policy", {{"load", s.policy_load}, {"learning", s.policy_learning}}},
-                 {HeuristicConfig::kSection, PolicyConfigJson(o.heuristic)},
-                 {"reward_time", s.serving.reward_decode_only ? "decode-only" : "step"},
-                 {"state_bins", NameOf(kStateBins, o.state_bins)},
-                 {BanditConfig::kSection, PolicyConfigJson(o.bandit)},
-                 {QLearningConfig::kSection, PolicyConfigJson(o.qlearning)},
-                 {DynamicBatchingConfig::kSection, PolicyConfigJson(o.dynamic_batching)}});
+                     {HeuristicConfig::kSection, PolicyConfigJson(o.heuristic)},
+                     {"reward_time", s.serving.reward_decode_only ? "decode-only" : "step"},
+                     {"state_bins", NameOf(kStateBins, o.state_bins)},
+                     {BanditConfig::kSection, PolicyConfigJson(o.bandit)},
+                     {QLearningConfig::kSection, PolicyConfigJson(o.qlearning)},
+                     {DynamicBatchingConfig::kSection, PolicyConfigJson(o.dynamic_batching)}});
   const ServingConfig& c = s.serving;
   J serving = {{"max_num_batched_tokens", c.max_num_batched_tokens},
                {"max_num_seqs", c.max_num_seqs},

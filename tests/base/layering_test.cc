@@ -80,8 +80,8 @@ std::vector<Violation> Violations(const fs::path& root) {
         std::smatch match;
         if (!std::regex_search(text, match, include_line)) continue;
         const std::string target = UnitOf(match[1]);
-        const bool allowed =
-            target.empty() || target == unit || (!unit.empty() && Rules().at(unit).count(target) > 0);
+        const bool allowed = target.empty() || target == unit ||
+                             (!unit.empty() && Rules().at(unit).count(target) > 0);
         // A file directly in sim/ (unit "") may include nothing of the project but base/.
         if (allowed && !(unit.empty() && !target.empty() && target != "base")) continue;
         found.push_back({file, number, text});
@@ -109,7 +109,8 @@ TEST(Layering, AnUpwardIncludeIsCaught) {
   std::ofstream(root / "base" / "bad.h") << "#pragma once\n#include \"sim/engine/engine.h\"\n";
   fs::create_directories(root / "sim" / "engine");
   fs::create_directories(root / "hw");
-  std::ofstream(root / "sim" / "engine" / "fine.h") << "#include \"base/check.h\"\n#include <vector>\n";
+  std::ofstream(root / "sim" / "engine" / "fine.h")
+      << "#include \"base/check.h\"\n#include <vector>\n";
   // sim/engine may not reach the I/O edge, and hw may not reach the serving loop.
   std::ofstream(root / "sim" / "engine" / "bad.cc") << "#include \"sim/io/scenario.h\"\n";
   std::ofstream(root / "hw" / "bad.cc") << "\n\n#include \"sim/serving/simulator.h\"\n";

@@ -2,6 +2,8 @@
 // reader, its validation, the summary's echo and the docs (policies/config_fields.h). Walks every
 // table generically, so a knob added to a table is tested here without a new line, and a knob
 // that one of those places forgets fails here.
+#include "policies/config_fields.h"
+
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -13,7 +15,6 @@
 #include <vector>
 
 #include "base/input_error.h"
-#include "policies/config_fields.h"
 #include "policies/stop_policy_factory.h"
 #include "sim/io/scenario.h"
 
@@ -38,15 +39,16 @@ std::string OtherValidValue(const ConfigField<Config>& field, T current) {
     return current ? "false" : "true";
   } else if constexpr (std::is_same_v<T, double>) {
     const double v = current == field.range.real_max ? (field.range.real_min + current) / 2
-                                                      : (current + field.range.real_max) / 2;
+                                                     : (current + field.range.real_max) / 2;
     std::ostringstream out;
     out.precision(17);
     out << v;
     return out.str();
   } else {
-    const int64_t v = static_cast<int64_t>(current) == field.range.int_max
-                          ? field.range.int_min
-                          : std::max<int64_t>(field.range.int_min, static_cast<int64_t>(current) + 1);
+    const int64_t v =
+        static_cast<int64_t>(current) == field.range.int_max
+            ? field.range.int_min
+            : std::max<int64_t>(field.range.int_min, static_cast<int64_t>(current) + 1);
     return std::to_string(v);
   }
 }
