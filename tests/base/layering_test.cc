@@ -28,6 +28,7 @@ const std::map<std::string, std::set<std::string>>& Rules() {
       {"hw", {"base", "cht", "sim"}},
       {"calib", {"base", "sim"}},
       {"cli", {"base", "cht", "policies", "sim", "hw", "calib"}},
+      {"python", {"base", "cht", "policies", "sim", "cli"}},
   };
   return rules;
 }

@@ -1,0 +1,72 @@
+"""feather.run against the CLI, feather.read_results, and the run's error paths."""
+
+import json
+import subprocess
+
+import numpy as np
+import pytest
+
+import feather
+
+SMALL = {"workload.requests": 300, "scheduler_time": "zero", "name": "py-small"}
+
+
+def test_run_matches_the_cli(tmp_path, feather_binary):
+    summary = feather.run(None, SMALL, out=tmp_path / "py")
+    cli = subprocess.run(
+        [str(feather_binary), "run", "--out", str(tmp_path / "cli"), "--json"]
+        + [arg for key, value in SMALL.items() for arg in ("--set", f"{key}={value}")],
+        check=True, capture_output=True, text=True)
+    cli_bytes = (tmp_path / "cli" / "summary.json").read_bytes()
+    assert (tmp_path / "py" / "summary.json").read_bytes() == cli_bytes
+    assert summary == json.loads(cli_bytes) == json.loads(cli.stdout)
+    assert summary["requests_finished"] == 300
+    py_results = (tmp_path / "py" / "results.h5").read_bytes()
+    assert py_results == (tmp_path / "cli" / "results.h5").read_bytes()
+
+
+def test_read_results(tmp_path, repo_root):
+    summary = feather.run(repo_root / "scenarios" / "default.yaml",
+                          ["workload.requests=120", "scheduler_time=zero"], out=tmp_path)
+    results = feather.read_results(tmp_path)
+    assert len(results.requests["arrival_ns"]) == 120
+    assert results.requests["arrival_ns"].dtype == np.int64
+    assert len(results.steps["step_ns"]) == summary["steps"]
+    assert set(results.step_terms) >= {"gemm", "decode_attention", "overhead"}
+    assert results.meta["format_version"] == 1
+    assert results.meta["scenario"]["name"] == "default"
+    assert results.meta["selector"] == "cht"
+    same = feather.read_results(tmp_path / "results.h5")
+    assert np.array_equal(same.steps["batch_size"], results.steps["batch_size"])
+
+
+def test_bad_input_raises(tmp_path):
+    with pytest.raises(feather.InputError, match="workload.requestz"):
+        feather.run(None, {"workload.requestz": 5}, out=tmp_path / "a")
+    with pytest.raises(feather.InputError, match="no_such.yaml"):
+        feather.run(tmp_path / "no_such.yaml", out=tmp_path / "b")
+    with pytest.raises(TypeError):
+        feather.run(None, "workload.requests=5")
+    with pytest.raises(TypeError):
+        feather.run(None, {"workload.requests": [1, 2]})
+    with pytest.raises(TypeError):
+        feather.run(42)
+    foreign = tmp_path / "foreign"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(RuntimeError, match="foreign"):
+        feather.run(None, SMALL, out=foreign)
+    assert (foreign / "notes.txt").read_text() == "mine"
+    (tmp_path / "bad.h5").write_text("not hdf5")
+    with pytest.raises(ValueError, match="bad.h5"):
+        feather.read_results(tmp_path / "bad.h5")
+    with pytest.raises(FileNotFoundError):
+        feather.read_results(tmp_path / "none.h5")
+
+
+def test_unserved_requests_raise_with_the_outputs(tmp_path):
+    with pytest.raises(feather.UnservedError) as caught:
+        feather.run(None, dict(SMALL, **{"serving.kv_cache_blocks": 100}), out=tmp_path)
+    assert caught.value.summary["requests_unservable"] == 300
+    assert caught.value.out_dir == str(tmp_path)
+    assert (tmp_path / "summary.json").exists()
