@@ -10,7 +10,7 @@ preset=${1:-release}
 case $preset in
   release | debug | asan) ;;
   -h | --help)
-    echo "usage: scripts/build.sh [release|debug|asan]"
+    echo "usage: scripts/build.sh [release|debug|asan] [-DVAR=VALUE...]"
     exit 0
     ;;
   *)
