@@ -2,6 +2,8 @@
 
 import json
 import subprocess
+import sys
+import textwrap
 
 import numpy as np
 import pytest
@@ -83,3 +85,27 @@ def test_unserved_requests_raise_with_the_outputs(tmp_path):
     assert caught.value.summary["requests_unservable"] == 300
     assert caught.value.out_dir == str(tmp_path)
     assert (tmp_path / "summary.json").exists()
+
+
+def test_sigint_stops_a_run_and_raises_keyboard_interrupt(tmp_path):
+    """Ctrl-C in a run: KeyboardInterrupt, nothing written, Python's own handler back after."""
+    child = textwrap.dedent(f"""
+        import os, signal, threading, time
+        import feather
+        threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)).start()
+        try:
+            feather.run(None, {{"scheduler_time": "zero"}}, out={str(tmp_path / "out")!r})
+        except KeyboardInterrupt as error:
+            print("stopped:", error)
+        try:
+            os.kill(os.getpid(), signal.SIGINT)
+            time.sleep(1)
+        except KeyboardInterrupt:
+            print("handler restored")
+    """)
+    done = subprocess.run([sys.executable, "-c", child], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert "stopped: feather run interrupted (exit code 130); nothing written" in done.stdout
+    assert "handler restored" in done.stdout
+    assert not (tmp_path / "out").exists()
