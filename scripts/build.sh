@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # build.sh: configures (CMake preset, Ninja) into build/<preset> and builds everything.
-# Usage: scripts/build.sh [release|debug|asan]     (default: release)
-# Presets live in CMakePresets.json; asan = ASan+UBSan on RelWithDebInfo.
+# Usage: scripts/build.sh [release|debug|asan] [-DVAR=VALUE...]     (default: release)
+# Presets live in CMakePresets.json; asan = ASan+UBSan on RelWithDebInfo. -D arguments go to
+# the configure step and stay in the build folder's cache (scripts/test.sh passes
+# -DFEATHER_BUILD_PYTHON=ON and the venv's Python).
 set -euo pipefail
 
 preset=${1:-release}
 case $preset in
   release | debug | asan) ;;
   -h | --help)
-    echo "usage: scripts/build.sh [release|debug|asan]"
+    echo "usage: scripts/build.sh [release|debug|asan] [-DVAR=VALUE...]"
     exit 0
     ;;
   *)
@@ -16,10 +18,13 @@ case $preset in
     exit 2
     ;;
 esac
-if (($# > 1)); then
-  echo "build.sh: error: one argument at most (the preset)" >&2
-  exit 2
-fi
+shift $(($# > 0 ? 1 : 0))
+for arg in "$@"; do
+  if [[ $arg != -D* ]]; then
+    echo "build.sh: error: '$arg': after the preset only -DVAR=VALUE arguments" >&2
+    exit 2
+  fi
+done
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root"
@@ -37,7 +42,7 @@ fi
 
 start=$SECONDS
 echo "build.sh: configuring $preset in $build_dir"
-cmake --preset "$preset" --log-level=WARNING >/dev/null
+cmake --preset "$preset" --log-level=WARNING "$@" >/dev/null
 echo "build.sh: building $preset"
 cmake --build --preset "$preset"
 echo "build.sh: $preset built in $((SECONDS - start)) s"

@@ -10,7 +10,7 @@ PACKAGES=(
   build-essential cmake ninja-build pkg-config git
   libeigen3-dev libxxhash-dev libyaml-cpp-dev libhdf5-dev libcli11-dev nlohmann-json3-dev
   libgtest-dev libgmock-dev libbenchmark-dev libopenblas-dev
-  python3
+  python3 python3-dev python3-venv   # python3-dev/-venv: the Python API (scripts/python-env.sh)
   python3-matplotlib python3-h5py   # feather plot only (scripts/plot_sweep.py)
   clang libclang-rt-dev libomp-dev   # scripts/fuzz.sh: libFuzzer builds with clang
 )

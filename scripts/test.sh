@@ -1,5 +1,8 @@
 #!/usr/bin/env bash
-# test.sh: installs what is missing, builds the release preset and runs every test with ctest.
+# test.sh: installs what is missing, builds the release preset and runs every test with ctest,
+# then the Python API's tests: the venv (scripts/python-env.sh) is made or updated first, the
+# release tree builds the extension too (FEATHER_BUILD_PYTHON, one build for C++ and Python), and
+# pytest runs tests/python against build/release/python.
 # With --asan, or when CI=true, it also builds the asan preset (ASan+UBSan) and runs every test
 # there. With --fuzz, or when CI=true, it also runs every libFuzzer target for a short smoke time
 # (scripts/fuzz.sh, clang; FUZZ_SECONDS each, default 15). Exits non-zero when anything fails;
@@ -45,8 +48,29 @@ run_tests() {  # run_tests PRESET
   fi
 }
 
-bash scripts/build.sh release
+# The Python package builds in the release tree (no second C++ build); without its venv the C++
+# still builds and is tested, and the run fails at the end.
+python_args=(-DFEATHER_BUILD_PYTHON=OFF)
+if python=$(bash scripts/python-env.sh | tail -n 1); then
+  python_args=(-DFEATHER_BUILD_PYTHON=ON "-DPython_EXECUTABLE=$python")
+else
+  echo "test.sh: the Python environment could not be made; Python tests skipped" >&2
+  failed+=(python-env)
+fi
+bash scripts/build.sh release "${python_args[@]}"
 run_tests release
+
+if [[ ${python_args[0]} == -DFEATHER_BUILD_PYTHON=ON ]]; then
+  phase_start=$SECONDS
+  echo "test.sh: running the Python tests (pytest tests/python)"
+  if PYTHONPATH="$root/build/release/python" FEATHER_BINARY="$root/build/release/feather" \
+      "$python" -m pytest -q -p no:cacheprovider "$root/tests/python"; then
+    echo "test.sh: Python tests passed in $((SECONDS - phase_start)) s"
+  else
+    echo "test.sh: Python tests FAILED" >&2
+    failed+=(python)
+  fi
+fi
 
 if [[ $asan == true ]]; then
   bash scripts/build.sh asan

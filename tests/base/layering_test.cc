@@ -37,6 +37,9 @@ const std::map<std::string, std::set<std::string>>& Rules() {
       {"cli",
        {"base", "cht", "policies", "sim/engine", "sim/kv", "sim/workload", "sim/serving", "sim/io",
         "hw", "calib"}},
+      {"python",
+       {"base", "cht", "policies", "sim/engine", "sim/kv", "sim/workload", "sim/serving", "sim/io",
+        "cli"}},
   };
   return rules;
 }
@@ -64,7 +67,7 @@ struct Violation {
 std::vector<Violation> Violations(const fs::path& root) {
   const std::regex include_line(R"re(^\s*#\s*include\s*"([^"]*)")re");
   std::vector<Violation> found;
-  for (const char* top : {"base", "cht", "policies", "sim", "hw", "calib", "cli"}) {
+  for (const char* top : {"base", "cht", "policies", "sim", "hw", "calib", "cli", "python"}) {
     const fs::path dir = root / top;
     if (!fs::is_directory(dir)) continue;
     for (const auto& entry : fs::recursive_directory_iterator(dir)) {

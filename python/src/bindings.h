@@ -1,0 +1,16 @@
+// bindings.h: the parts of the `feather._feather` extension module, one function per C++ area.
+// Each adds its classes and functions to the module; module.cc calls them in order. The binding
+// layer is thin: names follow the C++ in snake_case, and the only code here is argument
+// checking, so that bad input from Python raises a Python exception instead of reaching a
+// FEATHER_CHECK (which aborts the interpreter).
+#pragma once
+
+#include <nanobind/nanobind.h>
+
+namespace feather::python {
+
+void BindChunkedHashTree(nanobind::module_& m);  // cht_bindings.cc
+void BindStopPolicies(nanobind::module_& m);     // stop_policy_bindings.cc
+void BindRun(nanobind::module_& m);              // run_bindings.cc: the only file with sim/ and cli/
+
+}  // namespace feather::python
