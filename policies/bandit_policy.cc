@@ -66,7 +66,9 @@ StopDecision BanditPolicy::Decide(const StopContext& context) {
 }
 
 void BanditPolicy::OnStepExecuted(const StepFeedback& feedback) {
-  const std::optional<double> reward = StepRewardTokensPerS(feedback);
+  const std::optional<double> reward = config_.reward == BanditReward::kAuthors
+                                           ? StepRewardBatchPerS(feedback)
+                                           : StepRewardTokensPerS(feedback);
   if (learning() && reward) {
     for (const uint32_t cell : pending_cells_) {
       ++tables_.count[cell];
@@ -78,7 +80,9 @@ void BanditPolicy::OnStepExecuted(const StepFeedback& feedback) {
 }
 
 void BanditPolicy::Restore(const BanditConfig& config, const BanditTables& tables) {
+  const BanditReward reward = config_.reward;
   config_ = config;
+  config_.reward = reward;
   tables_ = tables;
   pending_cells_.clear();
 }

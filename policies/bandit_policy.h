@@ -10,7 +10,18 @@
 //     S = decisions credited so far (ln(S + 1), the code's steps + 1, is defined at S = 0). An
 //     unseen pair scores +∞; two unseen pairs tie and the tie goes to Add (as does any tie).
 // OnStepExecuted(): reward r = decode tokens / step seconds is credited to every table decision
-// taken since BeginRound (n += 1, reward_sum += r, S += 1). A round without an executed step
+// taken since BeginRound (n += 1, reward_sum += r, S += 1).
+//
+// Two stop names build this class:
+//   bandit          reward = tokens the step sampled / the step's reward time
+//                   (scheduler.reward_time: the whole step, or its decode requests alone);
+//                   c = scheduler.bandit.exploration, bins = scheduler.state_bins.
+//   bandit-authors  the authors' public code exactly, pinned whatever the scenario's knobs or
+//                   the defaults say: reward = requests in the executed step (its final batch
+//                   size, prefill chunks included) / the whole step's execution time, c = 200,
+//                   the authors' bins (policy_state.h). BanditConfig::Authors().
+// The two rewards differ when a step holds a prefill chunk that samples no token (chunked
+// prefill of a long prompt): `bandit` does not count that request, the authors' code does. A round without an executed step
 // (BeginRound again) or a step of zero duration drops its pending decisions uncredited.
 //
 // Frozen (learning() == false): no recording, no table change. The choice is greedy on the mean
@@ -35,10 +46,27 @@
 
 namespace feather {
 
+// What a step's reward counts; chosen by the stop name, not a scenario knob.
+enum class BanditReward : uint8_t {
+  kDecodeThroughput,  // bandit: decode_tokens / step_ns
+  kAuthors,           // bandit-authors: batch_size / whole_step_ns
+};
+
 struct BanditConfig {
   double exploration = 200.0;  // c
-  StateBins state_bins =
-      StateBins::kAuthors;  // the scenario's scheduler.state_bins, not a knob here
+  // The scenario's scheduler.state_bins, not a knob here.
+  StateBins state_bins = StateBins::kAuthors;
+  BanditReward reward = BanditReward::kDecodeThroughput;  // set by the stop name, not a knob
+
+  // bandit-authors: c = 200, the authors' bins, the authors' reward. Literal constants, so a
+  // change of the defaults above leaves it where it is.
+  [[nodiscard]] static constexpr BanditConfig Authors() {
+    BanditConfig c;
+    c.exploration = 200.0;
+    c.state_bins = StateBins::kAuthors;
+    c.reward = BanditReward::kAuthors;
+    return c;
+  }
 
   // The knobs (scheduler.bandit.<key> in a scenario; policies/config_fields.h) and the rules
   // between them.
@@ -51,7 +79,9 @@ class BanditPolicy final : public StopPolicy {
  public:
   explicit BanditPolicy(const BanditConfig& config = {});
 
-  [[nodiscard]] std::string_view Name() const override { return "bandit"; }
+  [[nodiscard]] std::string_view Name() const override {
+    return config_.reward == BanditReward::kAuthors ? "bandit-authors" : "bandit";
+  }
   void BeginRound() override { pending_cells_.clear(); }
   [[nodiscard]] StopDecision Decide(const StopContext& context) override;
   void OnStepExecuted(const StepFeedback& feedback) override;
@@ -61,7 +91,8 @@ class BanditPolicy final : public StopPolicy {
 
   [[nodiscard]] const BanditConfig& config() const { return config_; }
   [[nodiscard]] const BanditTables& tables() const { return tables_; }
-  // Replaces configuration and tables (stop_policy_io.h's load); drops pending decisions.
+  // Replaces configuration and tables (stop_policy_io.h's load); drops pending decisions. The
+  // reward kind (the policy's name) is kept from the current configuration.
   void Restore(const BanditConfig& config, const BanditTables& tables);
 
  private:

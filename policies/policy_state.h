@@ -13,7 +13,7 @@
 // Without a prefix signal (every selector but the CHT) the observation is Δ = 0 and
 // w = the number of waiting requests.
 //
-// Complexity: Observe, Discretize, StateIndex, CellIndex, StepRewardTokensPerS are O(1) and allocation-free; the tables are fixed-size arrays (2,662 cells each).
+// Complexity: Observe, Discretize, StateIndex, CellIndex and the step rewards are O(1) and allocation-free; the tables are fixed-size arrays (2,662 cells each).
 #pragma once
 
 #include <algorithm>
@@ -123,6 +123,14 @@ namespace policy_state_internal {
   if (feedback.step_ns <= 0) return std::nullopt;
   return static_cast<double>(feedback.decode_tokens) /
          (static_cast<double>(feedback.step_ns) * 1e-9);
+}
+
+// The authors' reward (their public code): final batch size over the batch's whole execution
+// time, in requests/s; nullopt when the step has no duration.
+[[nodiscard]] inline std::optional<double> StepRewardBatchPerS(const StepFeedback& feedback) {
+  const int64_t ns = feedback.whole_step_ns > 0 ? feedback.whole_step_ns : feedback.step_ns;
+  if (ns <= 0) return std::nullopt;
+  return static_cast<double>(feedback.batch_size) / (static_cast<double>(ns) * 1e-9);
 }
 
 // UCB bandit statistics. Invariant: total_decisions == Σ count (S of the UCB formula counts the

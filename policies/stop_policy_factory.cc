@@ -13,8 +13,8 @@
 namespace feather {
 namespace {
 
-constexpr std::array<std::string_view, 5> kNames = {"always", "heuristic", "bandit", "qlearning",
-                                                    "dynamic-batching"};
+constexpr std::array<std::string_view, 6> kNames = {"always",    "heuristic",        "bandit",
+                                                    "qlearning", "dynamic-batching", "bandit-authors"};
 
 }  // namespace
 
@@ -43,6 +43,7 @@ std::unique_ptr<StopPolicy> MakeStopPolicy(std::string_view name,
     config.state_bins = options.state_bins;
     return std::make_unique<BanditPolicy>(config);
   }
+  if (name == "bandit-authors") return std::make_unique<BanditPolicy>(BanditConfig::Authors());
   if (name == "qlearning") {
     QLearningConfig config = options.qlearning;
     config.state_bins = options.state_bins;

@@ -290,6 +290,16 @@ void LoadBandit(BanditPolicy& policy, Reader& r, const Json& options, const Json
   BanditConfig c;
   LoadOptions(r, options, c);
   c.state_bins = r.Bins(options, "state_bins", "options");
+  if (policy.config().reward == BanditReward::kAuthors && r.problems().empty()) {
+    // bandit-authors is pinned: a file with other constants is not the authors' bandit.
+    const BanditConfig pinned = BanditConfig::Authors();
+    if (c.exploration != pinned.exploration) {
+      r.Problem("options.exploration", "bandit-authors is pinned to 200");
+    }
+    if (c.state_bins != pinned.state_bins) {
+      r.Problem("options.state_bins", "bandit-authors is pinned to the authors' bins");
+    }
+  }
   auto tables = std::make_unique<BanditTables>();
   tables->total_decisions = r.Unsigned(state, "total_decisions", "state");
   uint64_t count_sum = 0;

@@ -162,15 +162,19 @@ void BindStopPolicies(nb::module_& m) {
                            "What an executed engine step reports back to the policy.")
       .def(
           "__init__",
-          [](StepFeedback* self, uint32_t batch_size, uint32_t decode_tokens, int64_t step_ns) {
-            new (self) StepFeedback{batch_size, decode_tokens, step_ns};
+          [](StepFeedback* self, uint32_t batch_size, uint32_t decode_tokens, int64_t step_ns,
+             int64_t whole_step_ns) {
+            new (self) StepFeedback{batch_size, decode_tokens, step_ns, whole_step_ns};
           },
           nb::kw_only(), "batch_size"_a = 0, "decode_tokens"_a = 0, "step_ns"_a = 0,
-          "Feedback; every field defaults to 0.")
+          "whole_step_ns"_a = 0, "Feedback; every field defaults to 0.")
       .def_rw("batch_size", &StepFeedback::batch_size, "Requests in the executed step.")
       .def_rw("decode_tokens", &StepFeedback::decode_tokens, "Tokens the step generated.")
       .def_rw("step_ns", &StepFeedback::step_ns,
-              "Engine time of the step without its prefill work, in nanoseconds.");
+              "Engine time the reward is priced on, in nanoseconds: the whole step, or its decode "
+              "requests alone under scheduler.reward_time: decode-only.")
+      .def_rw("whole_step_ns", &StepFeedback::whole_step_ns,
+              "Engine time of the whole step (bandit-authors' reward); 0 means step_ns.");
 
   m.def("step_reward", &StepRewardTokensPerS, "feedback"_a,
         "The learning policies' reward for a step: decode_tokens per second of step_ns, or None "
@@ -183,7 +187,7 @@ void BindStopPolicies(nb::module_& m) {
       "on_step_executed(feedback) rewards every decision since begin_round(). Make one with "
       "feather.make_stop_policy.")
       .def("name", [](const StopPolicy& p) { return std::string(p.Name()); },
-           "The policy's scenario name (always, heuristic, bandit, qlearning, dynamic-batching).")
+           "The policy's scenario name (always, heuristic, bandit, qlearning, dynamic-batching, bandit-authors).")
       .def("begin_round", &StopPolicy::BeginRound, "Starts forming a batch.")
       .def("decide", &StopPolicy::Decide, "context"_a,
            "Add or stop for one proposal (cheap: learning happens in on_step_executed).")

@@ -415,7 +415,7 @@ void Simulator::CompleteStep(const BatchPlan& plan, const StepTiming& timing,
     waiting_recorded_ = true;
   }
 
-  const StepFeedback feedback{batch_size, produced, reward_ns};
+  const StepFeedback feedback{batch_size, produced, reward_ns, timing.total_ns};
   Timed([&] { policy_.OnStepExecuted(feedback); });
 }
 

@@ -13,13 +13,17 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "cli/sweep_spec.h"
+#include "policies/selector_factory.h"
+#include "policies/stop_policy_factory.h"
 #include "cli/sweep_table.h"
 #include "base/input_error.h"
 #include "tests/cli/cli_test_support.h"
@@ -201,6 +205,44 @@ TEST(SweepSpecTest, EveryShippedSweepIsValid) {
     ++checked;
   }
   EXPECT_GE(checked, 10);
+}
+
+// The policy generalisation suite (scripts/policy-suite.sh; never run in CI): every file loads,
+// every point names its scenario, runs the model engine with measured scheduler time, and every
+// scenario goes through every shipped selector and stop policy.
+TEST(SweepSpecTest, PolicySuiteLoadsAndCoversEveryScheduler) {
+  const fs::path dir = fs::path(FEATHER_SOURCE_DIR) / "scenarios" / "suites" / "policies";
+  const bool have_traces =
+      fs::exists(fs::path(FEATHER_SOURCE_DIR) / "../shared/traces/conversation_trace.jsonl");
+  int checked = 0;
+  for (const auto& entry : fs::directory_iterator(dir)) {
+    if (entry.path().extension() != ".yaml" || entry.path().stem() == "base") continue;
+    if (!have_traces && entry.path().stem().string().find("trace") != std::string::npos) continue;
+    SCOPED_TRACE(entry.path().string());
+    SweepSpec spec;
+    ASSERT_NO_THROW(spec = LoadSweepFile(entry.path().string()));
+    ASSERT_FALSE(spec.points.empty());
+    std::map<std::string, std::set<std::string>> selectors, stops;
+    for (const SweepPoint& point : spec.points) {
+      const nlohmann::json& s = point.scenario;
+      const std::string name = s.value("name", "");
+      EXPECT_NE(name, "") << point.name;
+      EXPECT_EQ(s.value("engine", ""), "model") << point.name;
+      EXPECT_EQ(s.value("scheduler_time", ""), "measured") << point.name;
+      selectors[name].insert(s["scheduler"].value("selector", ""));
+      stops[name].insert(s["scheduler"].value("stop", ""));
+    }
+    for (const auto& [name, seen] : selectors) {
+      for (std::string_view sel : SelectorNames()) {
+        EXPECT_TRUE(seen.contains(std::string(sel))) << name << " lacks selector " << sel;
+      }
+      for (std::string_view stop : StopPolicyNames()) {
+        EXPECT_TRUE(stops[name].contains(std::string(stop))) << name << " lacks stop " << stop;
+      }
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, have_traces ? 2 : 1);
 }
 
 TEST(SweepTableTest, ColumnsAndCsvQuoting) {

@@ -307,6 +307,17 @@ TEST_F(StopPolicyIoTest, WrongKindIsRefused) {
   EXPECT_EQ(StopPolicyToJson(*q), before);
 }
 
+TEST_F(StopPolicyIoTest, BanditAuthorsRefusesOtherConstants) {
+  const auto policy = MakeStopPolicy("bandit-authors");
+  std::string text = StopPolicyToJson(*policy);
+  const std::string from = "\"exploration\": 200";
+  ASSERT_NE(text.find(from), std::string::npos) << text;
+  text.replace(text.find(from), from.size(), "\"exploration\": 3");
+  const std::string message = LoadError(*policy, Path("authors.json"), text);
+  EXPECT_NE(message.find("pinned to 200"), std::string::npos) << message;
+  EXPECT_EQ(StopPolicyToJson(*policy).find("\"exploration\": 3"), std::string::npos);
+}
+
 TEST_F(StopPolicyIoTest, WrongFormatOrVersionIsRefused) {
   const std::string golden = ReadFile(DataFile("stop_policy_bandit_golden.json"));
   const auto policy = MakeStopPolicy("bandit");

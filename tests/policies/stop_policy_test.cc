@@ -8,6 +8,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "policies/always_add_policy.h"
@@ -24,6 +25,8 @@ namespace {
 
 constexpr StopDecision kAdd = StopDecision::kAdd;
 constexpr StopDecision kStop = StopDecision::kStop;
+constexpr const char* kBanditAuthorsTrace =
+    "60 40 5 5 5 1 11 3 4 5 1 2 7 8 8 1 4 4 4 5 4 3 8 11 5 12 2 9 9 5 3 5 4 12 8 7 5 5 5 10 ";
 
 using test::Reward;
 using test::Signal;
@@ -507,11 +510,79 @@ TEST(DynamicBatchingPolicy, FrozenKeepsItsFit) {
   EXPECT_NEAR(*policy.PredictStepMs(40), 50.0, 1e-9);
 }
 
+// ---------------------------------------------------------------- bandit-authors
+
+// The authors' bandit is pinned: c = 200, the authors' bins, reward = batch size / whole step
+// time, whatever the scenario's bandit knobs, state_bins or reward_time say.
+TEST(BanditAuthors, IsPinnedWhateverTheOptionsSay) {
+  StopPolicyOptions options;
+  options.bandit.exploration = 7.0;
+  options.state_bins = StateBins::kExponential;
+  const auto policy = MakeStopPolicy("bandit-authors", options);
+  const auto& bandit = dynamic_cast<BanditPolicy&>(*policy);
+  EXPECT_EQ(bandit.Name(), "bandit-authors");
+  EXPECT_EQ(bandit.config().exploration, 200.0);
+  EXPECT_EQ(bandit.config().state_bins, StateBins::kAuthors);
+  EXPECT_EQ(bandit.config().reward, BanditReward::kAuthors);
+  EXPECT_EQ(MakeStopPolicy("bandit")->Name(), "bandit");
+}
+
+TEST(BanditAuthors, RewardIsBatchSizeOverTheWholeStep) {
+  // 10 requests in the step, 4 of them sampled a token (6 were prefill chunks); the whole step
+  // took 2 s, its decode requests alone would have taken 1 s (reward_time: decode-only).
+  StepFeedback f;
+  f.batch_size = 10;
+  f.decode_tokens = 4;
+  f.step_ns = 1'000'000'000;
+  f.whole_step_ns = 2'000'000'000;
+  const uint32_t state = StateIndex(StateKey{2, 7, 1});  // b = 8, Δ = 2, w = 4
+  for (const char* name : {"bandit-authors", "bandit"}) {
+    SCOPED_TRACE(name);
+    const auto policy = MakeStopPolicy(name);
+    auto& bandit = dynamic_cast<BanditPolicy&>(*policy);
+    bandit.BeginRound();
+    ASSERT_EQ(bandit.Decide(Context(8, Signal(10, 8, 4))), kAdd);  // both unseen: Add
+    bandit.OnStepExecuted(f);
+    const double expected = std::string_view(name) == "bandit-authors" ? 5.0 : 4.0;
+    EXPECT_DOUBLE_EQ(bandit.tables().reward_sum[CellIndex(state, kAdd)], expected);
+  }
+  // A caller that does not separate the two times (whole_step_ns = 0) prices on step_ns.
+  f.whole_step_ns = 0;
+  EXPECT_DOUBLE_EQ(*StepRewardBatchPerS(f), 10.0);
+  f.step_ns = 0;
+  EXPECT_FALSE(StepRewardBatchPerS(f).has_value());
+}
+
+// A fixed sequence of rounds in the simulator's pattern; the decisions pin the authors' bandit's
+// behaviour (UCB with c = 200 on batch size per second) so that a change of `bandit`'s defaults,
+// or of its reward, cannot move it.
+TEST(BanditAuthors, DecisionSequenceIsPinned) {
+  const auto policy = MakeStopPolicy("bandit-authors");
+  std::string trace;
+  for (uint32_t round = 0; round < 40; ++round) {
+    policy->BeginRound();
+    uint32_t b = 1 + round % 5;
+    for (; b < 60; ++b) {
+      const uint32_t x = (round * 7 + b * 3) % 11;
+      const StopDecision d = policy->Decide(Context(b, Signal(20, 20 - x % 4, x)));
+      if (d == kStop) break;
+    }
+    trace += std::to_string(b) + ' ';
+    StepFeedback f;
+    f.batch_size = b;
+    f.decode_tokens = b / 2;  // what `bandit` would reward; the authors' reward ignores it
+    f.step_ns = 1'000'000;
+    f.whole_step_ns = 10'000'000 + 1'500'000ll * b;  // a bigger batch: a slower step
+    policy->OnStepExecuted(f);
+  }
+  EXPECT_EQ(trace, kBanditAuthorsTrace);
+}
+
 // ---------------------------------------------------------------- factory
 
 TEST(StopPolicyFactory, BuildsEveryNamedPolicy) {
-  const std::vector<std::string_view> expected = {"always", "heuristic", "bandit", "qlearning",
-                                                  "dynamic-batching"};
+  const std::vector<std::string_view> expected = {"always",    "heuristic",        "bandit",
+                                                  "qlearning", "dynamic-batching", "bandit-authors"};
   ASSERT_EQ(StopPolicyNames().size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(StopPolicyNames()[i], expected[i]);

@@ -7,7 +7,7 @@ import pytest
 
 import feather
 
-NAMES = ["always", "heuristic", "bandit", "qlearning", "dynamic-batching"]
+NAMES = ["always", "heuristic", "bandit", "qlearning", "dynamic-batching", "bandit-authors"]
 
 
 def random_context(rng):
