@@ -43,6 +43,9 @@ struct CalibrateCommandOptions {
   // X-rows.csv). Needs --out.
   std::vector<std::string> refit_rows;
   std::string base_profile;
+  // --tp N: with Vidur tables among the --refit files, the tensor-parallel degree whose rows to
+  // fit (0: the tables must hold one degree only).
+  uint32_t tensor_parallel = 0;
 };
 
 // Returns the exit code; throws InputError / std::invalid_argument for bad options.
