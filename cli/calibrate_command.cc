@@ -159,9 +159,6 @@ void CheckRatios(const std::vector<calib::RatioRow>& ratios, const DeviceProfile
 // unless --base names another).
 int Refit(const CalibrateCommandOptions& options, std::ostream& out) {
   const auto started = std::chrono::steady_clock::now();
-  if (options.out_path.empty()) {
-    throw std::invalid_argument("--refit needs --out PROFILE.yaml (the refitted profile)");
-  }
   std::string base_path = options.base_profile;
   if (base_path.empty()) {
     const fs::path first(options.refit_rows.front());
@@ -274,6 +271,9 @@ int Refit(const CalibrateCommandOptions& options, std::ostream& out) {
     out << "nothing to fit: " << ratios.size()
         << " ratio rows are checked, not fitted (calib/published_rows.h); no profile written\n";
     return 0;
+  }
+  if (options.out_path.empty()) {
+    throw std::invalid_argument("--refit needs --out PROFILE.yaml (the refitted profile)");
   }
   const calib::CalibrationFit fit = FitProfile(base, model, rows, fit_options);
 
