@@ -826,7 +826,7 @@ CalibrationFit Fitter::Run() {
     for (const ParameterFit& p : s.report.parameters) {
       if (!p.fitted) continue;
       DeviceProfile::Origin& origin = profile_.origins[ParameterIndex(p.name)];
-      origin.source = ParameterSource::kMeasured;
+      origin.source = options_.fitted_source;
       origin.note = Note(s, p);
     }
     std::string summary;
@@ -943,12 +943,14 @@ void ValidateInputs(const DeviceProfile& base, std::span<const MeasuredStep> row
                                     " ns (must be >= 0)");
       }
     }
-    if (rows[i].measured.total_ns > 0 && s.requests > 0) ++timed;
+    bool any_term = rows[i].measured.total_ns > 0;
+    for (const int64_t ns : rows[i].measured.term_ns) any_term = any_term || ns > 0;
+    if (any_term && s.requests > 0) ++timed;
   }
   if (timed == 0) {
     throw std::invalid_argument(
         "calibration: no row with requests and a positive measured "
-        "total_ns (" +
+        "total_ns or term (" +
         std::to_string(rows.size()) + " rows)");
   }
 }

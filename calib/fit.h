@@ -32,6 +32,10 @@
 // (an efficiency above 1 on a CPU whose weights sit in the LLC) is clamped to the bound, the
 // others refitted, and the report gives both the unclamped value and the MAPE it would have had.
 //
+// Term rows: a row may measure only some terms (published data, calib/published_rows.h): a term
+// whose measured ns is 0 is unknown and the row does not inform it; a measured total_ns of 0
+// leaves the row out of the whole-step error (fit_rows counts only rows with a total).
+//
 // Rows i with i % holdout_every == holdout_every − 1 are held out: fitted on none, reported on.
 // Cost: a few thousand evaluations of the cost model per row; ~10 ms for 500 rows.
 #pragma once
@@ -60,6 +64,9 @@ struct FitOptions {
   std::vector<std::string> hold;
   // How the notes name the rows, e.g. "results/calib/cpu-rows.h5"; empty: "the calibration rows".
   std::string rows_label;
+  // The source fitted parameters get: kMeasured for rows this project measured, kPublished for
+  // rows read from published data (calib/published_rows.h).
+  ParameterSource fitted_source = ParameterSource::kMeasured;
 };
 
 // Whether row `index` is held out under `holdout_every` (see FitOptions).
@@ -96,7 +103,8 @@ struct CalibrationFit {
   std::vector<TermFit> terms;  // gemm, decode_attention, cascade_prefix, prefill_attention,
                                // overhead (StepTerm order; fitted gemm, decode, prefill,
                                // cascade, overhead)
-  size_t fit_rows = 0;         // rows with a positive measured total_ns, not held out
+  size_t fit_rows = 0;         // rows with a positive measured total_ns, not held out (0 when
+                               // every row is a term row: fit_mape is then 0)
   size_t holdout_rows = 0;
   double fit_mape = 0;  // |Price(shape).total_ns − measured.total_ns| / measured.total_ns, mean
   std::optional<double> holdout_mape;
@@ -104,8 +112,8 @@ struct CalibrationFit {
 
 // Fits `base` to `rows` (see the file comment). Throws std::invalid_argument for bad options
 // (holdout_every == 1, an unknown or never-fitted name in `hold`), no rows with a positive
-// measured total, a row with a negative or non-finite field, or a base profile whose peaks are
-// not positive.
+// measured total or term, a row with a negative or non-finite field, or a base profile whose
+// peaks are not positive.
 [[nodiscard]] CalibrationFit FitProfile(const DeviceProfile& base, const ModelConfig& model,
                                         std::span<const MeasuredStep> rows,
                                         const FitOptions& options = {});

@@ -38,9 +38,9 @@ std::string MeasuredColumn(size_t term) {
   return "measured_" + std::string(StepTermName(static_cast<StepTerm>(term))) + "_ns";
 }
 
-// Splits one CSV line into cells: a cell in double quotes may hold commas and "" for a quote.
-// Returns nullopt for an unterminated quote.
-std::optional<std::vector<std::string>> SplitCells(std::string_view line) {
+}  // namespace
+
+std::optional<std::vector<std::string>> SplitCsvCells(std::string_view line) {
   std::vector<std::string> cells(1);
   bool quoted = false;
   for (size_t i = 0; i < line.size(); ++i) {
@@ -65,6 +65,8 @@ std::optional<std::vector<std::string>> SplitCells(std::string_view line) {
   if (quoted) return std::nullopt;
   return cells;
 }
+
+namespace {
 
 std::string Quote(std::string_view text) {
   std::string out = "\"";
@@ -127,7 +129,7 @@ std::vector<LabeledRow> ParseRowsCsv(std::string_view text, const std::string& d
   if (lines.empty()) throw InputError(display_name, 1, "", "empty: expected a header line");
 
   // Header: every required column once; holdout and predicted_total_ns may be there.
-  const std::optional<std::vector<std::string>> header = SplitCells(lines[0]);
+  const std::optional<std::vector<std::string>> header = SplitCsvCells(lines[0]);
   if (!header) throw InputError(display_name, 1, "", "unterminated quote in the header");
   constexpr size_t kAbsent = std::numeric_limits<size_t>::max();
   std::vector<std::string> required = {"label"};
@@ -155,7 +157,7 @@ std::vector<LabeledRow> ParseRowsCsv(std::string_view text, const std::string& d
   for (size_t n = 1; n < lines.size(); ++n) {
     const auto line = static_cast<uint32_t>(n + 1);
     if (lines[n].find_first_not_of(" \t") == std::string_view::npos) continue;
-    const std::optional<std::vector<std::string>> cells = SplitCells(lines[n]);
+    const std::optional<std::vector<std::string>> cells = SplitCsvCells(lines[n]);
     if (!cells) {
       problem(line, "", "unterminated quote");
       continue;

@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -32,6 +33,10 @@ struct LabeledRow {
   std::string label;
   MeasuredStep step;  // measured.cascade_used = shape.cascade()
 };
+
+// Splits one CSV line into cells: a cell in double quotes may hold commas and "" for a quote.
+// nullopt for an unterminated quote. (Shared with published_rows.h.)
+[[nodiscard]] std::optional<std::vector<std::string>> SplitCsvCells(std::string_view line);
 
 // The CSV text of `rows`; predicted_total_ns priced by `fitted`, holdout by `holdout_every`
 // (see FitOptions). `labels` and `rows` have the same length.

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <iomanip>
@@ -17,6 +18,7 @@
 
 #include "calib/cpu_calibration.h"
 #include "calib/fit.h"
+#include "calib/published_rows.h"
 #include "calib/rows_csv.h"
 #include "cli/atomic_file.h"
 #include "cli/interrupt.h"
@@ -28,6 +30,7 @@
 #include "sim/io/device_profile_yaml.h"
 #include "sim/io/model_config_yaml.h"
 #include "sim/io/scenario.h"
+#include "base/input_text.h"
 
 namespace feather {
 namespace {
@@ -120,14 +123,42 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
   return 0;
 }
 
+// Prints each ratio row's measured and predicted value under `profile` (rows of its device only).
+void CheckRatios(const std::vector<calib::RatioRow>& ratios, const DeviceProfile& profile,
+                 std::ostream& out) {
+  size_t checked = 0, consistent = 0;
+  double abs_error = 0;
+  out << "ratio rows (checked, not fitted) under profile " << profile.name << ":\n";
+  for (const calib::RatioRow& row : ratios) {
+    if (row.device != profile.name) {
+      out << "  " << row.id << ": not checked (device " << row.device << ", profile "
+          << profile.name << ")\n";
+      continue;
+    }
+    const ResolvedText model_text = ReadNamedFile(row.model, "scenarios/models", "model");
+    const ModelConfig model = ParseModelConfig(model_text.text, model_text.display_name);
+    const calib::RatioCheck check = calib::CheckRatio(row, StepPricer(profile, model));
+    char line[256];
+    std::snprintf(line, sizeof line, "  %-28s measured %-8s %7.3f  predicted %7.3f  (%+6.1f%%)%s\n",
+                  row.id.c_str(), std::string(calib::RatioRelationName(row.relation)).c_str(),
+                  row.measured, check.predicted, 100 * check.rel_error,
+                  check.consistent ? "" : "  INCONSISTENT");
+    out << line;
+    ++checked;
+    consistent += check.consistent ? 1 : 0;
+    abs_error += std::abs(check.rel_error);
+  }
+  if (checked > 0) {
+    out << "  " << consistent << " of " << checked << " consistent; mean |error| "
+        << std::setprecision(3) << 100 * abs_error / static_cast<double>(checked) << "%\n";
+  }
+}
+
 // `--refit ROWS...`: the fit of a live calibration on stored rows (calib/rows_csv.h), with the
 // peaks, capacity and provenance of a base profile (the one written beside the first rows file
 // unless --base names another).
 int Refit(const CalibrateCommandOptions& options, std::ostream& out) {
   const auto started = std::chrono::steady_clock::now();
-  if (options.out_path.empty()) {
-    throw std::invalid_argument("--refit needs --out PROFILE.yaml (the refitted profile)");
-  }
   std::string base_path = options.base_profile;
   if (base_path.empty()) {
     const fs::path first(options.refit_rows.front());
@@ -146,21 +177,104 @@ int Refit(const CalibrateCommandOptions& options, std::ostream& out) {
   }
   const ResolvedText base_text = ReadNamedFile(base_path, "results/profiles", "--base");
   const DeviceProfile base = ParseDeviceProfile(base_text.text, base_text.display_name);
-  const ResolvedText model_text = ReadNamedFile(options.model, "scenarios/models", "model");
-  const ModelConfig model = ParseModelConfig(model_text.text, model_text.display_name);
 
+  // Each file by its first line (calib/published_rows.h): calibration rows, Vidur tables,
+  // decode-attention points, ratio rows.
   std::vector<std::string> labels;
   std::vector<MeasuredStep> rows;
+  std::vector<calib::PublishedTermRow> vidur, decode;
+  std::vector<calib::RatioRow> ratios;
   std::string rows_label;
   for (const std::string& path : options.refit_rows) {
-    for (calib::LabeledRow& row : calib::LoadRowsCsv(path)) {
-      labels.push_back(std::move(row.label));
-      rows.push_back(row.step);
+    const std::string text = ReadTextFile(path, "rows file");
+    switch (calib::DetectRowsFileKind(text, path)) {
+      case calib::RowsFileKind::kCalibrationRows:
+        for (calib::LabeledRow& row : calib::ParseRowsCsv(text, path)) {
+          labels.push_back(std::move(row.label));
+          rows.push_back(row.step);
+        }
+        break;
+      case calib::RowsFileKind::kVidurMlp: {
+        std::string device = "unknown";
+        for (const fs::path& part : fs::path(path)) {
+          if (part == "h100" || part == "a100") device = part.string();
+        }
+        for (calib::PublishedTermRow& row : calib::ParseVidurMlpCsv(text, path, device)) {
+          if (options.tensor_parallel == 0 || row.tensor_parallel == options.tensor_parallel) {
+            vidur.push_back(std::move(row));
+          }
+        }
+        break;
+      }
+      case calib::RowsFileKind::kDecodePoints:
+        for (calib::PublishedTermRow& row : calib::ParseDecodePointsCsv(text, path)) {
+          decode.push_back(std::move(row));
+        }
+        break;
+      case calib::RowsFileKind::kRatios:
+        for (calib::RatioRow& row : calib::ParseRatioRowsCsv(text, path)) {
+          ratios.push_back(std::move(row));
+        }
+        break;
     }
     rows_label += (rows_label.empty() ? "" : " + ") + fs::path(path).filename().string();
   }
+  const bool published = !vidur.empty() || !decode.empty() || !ratios.empty();
+  if (published && !rows.empty()) {
+    throw std::invalid_argument(
+        "--refit: calibration rows and published rows in one fit: they come from different "
+        "devices and models; refit them separately");
+  }
+  // One fit is one model: the Vidur rows' per-GPU shard (one TP degree), else --model.
+  ModelConfig model;
+  if (!vidur.empty()) {
+    std::vector<uint32_t> degrees;
+    for (const calib::PublishedTermRow& row : vidur) {
+      if (std::find(degrees.begin(), degrees.end(), row.tensor_parallel) == degrees.end()) {
+        degrees.push_back(row.tensor_parallel);
+      }
+      if (row.model.name != vidur.front().model.name || row.device != vidur.front().device) {
+        throw std::invalid_argument("--refit: Vidur rows of two models or devices (" +
+                                    vidur.front().citation + ": " + vidur.front().model.name +
+                                    " on " + vidur.front().device + ", " + row.citation + ": " +
+                                    row.model.name + " on " + row.device +
+                                    "): one fit is one model on one device");
+      }
+    }
+    if (degrees.size() > 1) {
+      std::string list;
+      for (const uint32_t d : degrees) list += (list.empty() ? "" : ", ") + std::to_string(d);
+      throw std::invalid_argument("--refit: the Vidur rows hold tensor-parallel degrees " + list +
+                                  "; choose one with --tp N (one fit is one per-GPU model)");
+    }
+    model = vidur.front().model;
+    rows_label += " (tp " + std::to_string(degrees.front()) + ")";
+    for (const calib::PublishedTermRow& row : vidur) {
+      labels.push_back(row.label + " [" + row.citation + "]");
+      rows.push_back(row.step);
+    }
+  } else if (published && options.tensor_parallel != 0) {
+    throw std::invalid_argument("--tp selects Vidur rows, and no --refit file is a Vidur table");
+  } else {
+    const ResolvedText model_text = ReadNamedFile(options.model, "scenarios/models", "model");
+    model = ParseModelConfig(model_text.text, model_text.display_name);
+  }
+  for (const calib::PublishedTermRow& row : decode) {
+    labels.push_back(row.label + " [" + row.citation + "]");
+    rows.push_back(calib::RestateDecodeRow(row, model));
+  }
   calib::FitOptions fit_options;
   fit_options.rows_label = rows_label + " (refit, base " + base_text.display_name + ")";
+  if (published) fit_options.fitted_source = ParameterSource::kPublished;
+  if (rows.empty()) {  // ratio rows only: checked against the base, nothing fitted
+    CheckRatios(ratios, base, out);
+    out << "nothing to fit: " << ratios.size()
+        << " ratio rows are checked, not fitted (calib/published_rows.h); no profile written\n";
+    return 0;
+  }
+  if (options.out_path.empty()) {
+    throw std::invalid_argument("--refit needs --out PROFILE.yaml (the refitted profile)");
+  }
   const calib::CalibrationFit fit = FitProfile(base, model, rows, fit_options);
 
   for (const std::string& input : options.refit_rows) {
@@ -173,6 +287,7 @@ int Refit(const CalibrateCommandOptions& options, std::ostream& out) {
   }
   out << "refitting " << rows.size() << " rows\n";
   WriteFitOutputs(fit, model, labels, rows, fit_options, options.out_path, started, out);
+  if (!ratios.empty()) CheckRatios(ratios, fit.profile, out);
   return 0;
 }
 

@@ -23,6 +23,12 @@
 // Step 3 alone, on stored rows: the same fit and hold-out split (by row position over the files
 // in order) with BASE's peaks, capacity and measured_on; writes PROFILE.yaml and
 // PROFILE-rows.csv. Nothing is measured, so it runs anywhere in well under a second.
+// ROWS may also be published data (calib/published_rows.h), told apart by their first line:
+// Vidur mlp.csv tables (--tp N picks the degree; the fit model is their per-GPU one-layer
+// shard), decode-attention points (restated in the fit model), ratio rows (checked against the
+// fitted profile, or the base when nothing else is given, and printed; then no profile is
+// written). Parameters fitted to published rows are `source: published`. Calibration rows and
+// published rows are refused together (different devices and models).
 #pragma once
 
 #include <cstdint>
@@ -43,6 +49,9 @@ struct CalibrateCommandOptions {
   // X-rows.csv). Needs --out.
   std::vector<std::string> refit_rows;
   std::string base_profile;
+  // --tp N: with Vidur tables among the --refit files, the tensor-parallel degree whose rows to
+  // fit (0: the tables must hold one degree only).
+  uint32_t tensor_parallel = 0;
 };
 
 // Returns the exit code; throws InputError / std::invalid_argument for bad options.

@@ -381,13 +381,19 @@ int Main(int argc, char** argv) {
       calibrate->add_option("--target", calibrate_options.target, "cpu (cuda: not built yet)");
   CLI::Option* refit_option =
       calibrate->add_option("--refit", calibrate_options.refit_rows,
-                            "Fit stored rows (PROFILE-rows.csv files) instead of measuring")
+                            "Fit stored rows instead of measuring: PROFILE-rows.csv files, Vidur "
+                            "mlp.csv tables, decode-attention points, ratio rows "
+                            "(calib/published_rows.h)")
           ->check(CLI::ExistingFile)
           ->expected(1, -1);
   target_option->excludes(refit_option);
   calibrate->add_option("--base", calibrate_options.base_profile,
                         "With --refit: the profile whose peaks and provenance to keep (default: "
                         "X.yaml beside X-rows.csv)")
+      ->needs(refit_option);
+  calibrate->add_option("--tp", calibrate_options.tensor_parallel,
+                        "With --refit of Vidur tables: the tensor-parallel degree to fit")
+      ->check(CLI::Range(1, 1024))
       ->needs(refit_option);
   calibrate->add_flag("--quick", calibrate_options.quick,
                       "A smaller grid and shorter probes (about 3 minutes; for CI)");

@@ -60,6 +60,8 @@ std::string_view ParameterSourceName(ParameterSource source) {
       return "assumed";
     case ParameterSource::kMeasured:
       return "measured";
+    case ParameterSource::kPublished:
+      return "published";
   }
   return "unknown";
 }

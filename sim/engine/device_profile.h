@@ -4,7 +4,8 @@
 // of the KV pool size (KvCacheBlocks), and besides them only metadata (names, provenance, the
 // calibration sections), so that a calibration fit (calib/) can fill the fields one to one. Each
 // parameter carries its provenance: `spec` (a public datasheet figure), `assumed` (a typical value
-// no datasheet gives, to be replaced by calibration) or `measured` (written by calibration).
+// no datasheet gives, to be replaced by calibration), `measured` (written by calibration) or
+// `published` (written by a refit on published measurements, calib/published_rows.h).
 // Shipped profiles: results/profiles/*.yaml (schema in results/profiles/README.md).
 //
 // ProfileParameters() lists the parameters in a fixed order with their valid ranges; the loader
@@ -25,7 +26,9 @@
 
 namespace feather {
 
-enum class ParameterSource : uint8_t { kSpec, kAssumed, kMeasured };
+// kPublished: fitted to measurements someone else published (calib/published_rows.h), the rows
+// named in the note; nothing of it was measured by this project.
+enum class ParameterSource : uint8_t { kSpec, kAssumed, kMeasured, kPublished };
 [[nodiscard]] std::string_view ParameterSourceName(ParameterSource source);  // spec|assumed|...
 
 inline constexpr size_t kNumProfileParameters = 18;

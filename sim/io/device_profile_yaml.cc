@@ -73,8 +73,11 @@ void ReadParameter(MapReader& parameters, const ProfileParameterInfo& info,
       origin.source = ParameterSource::kAssumed;
     } else if (text == "measured") {
       origin.source = ParameterSource::kMeasured;
+    } else if (text == "published") {
+      origin.source = ParameterSource::kPublished;
     } else {
-      entry.Add(source, "source", "expected spec | assumed | measured, got " + Describe(source));
+      entry.Add(source, "source",
+                "expected spec | assumed | measured | published, got " + Describe(source));
     }
   }
   entry.String("note", origin.note, true);
@@ -163,7 +166,8 @@ void ReadFit(MapReader& root, DeviceProfile& profile) {
   if (!node) return;
   ProfileFit fit;
   MapReader reader(root.problems(), *node, "fit");
-  ReadRowsAndMapes(reader, "fit_rows", 1, fit.fit_rows, fit.holdout_rows, "fit_mape", fit.fit_mape,
+  // fit_rows may be 0: a refit on published term rows (calib/published_rows.h) has no whole step.
+  ReadRowsAndMapes(reader, "fit_rows", 0, fit.fit_rows, fit.holdout_rows, "fit_mape", fit.fit_mape,
                    fit.holdout_mape);
   // `terms: {}` (nothing fitted) is a valid, empty map; Child() would read it as absent.
   const YAML::Node terms = reader.Value("terms", true);

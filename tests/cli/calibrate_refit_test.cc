@@ -78,5 +78,36 @@ TEST_F(CalibrateRefitTest, UsageErrors) {
   EXPECT_THAT(clobber.err, HasSubstr("would overwrite the rows"));
 }
 
+TEST_F(CalibrateRefitTest, PublishedRowsRefitAsPublishedAndBadFilesExit2) {
+  const std::string dir = std::string(FEATHER_SOURCE_DIR) + "/results/published/";
+  const fs::path out = dir_ / "h100.yaml";
+  const RunResult run = RunFeather(
+      {"calibrate", "--refit", dir + "vidur/h100/Llama-2-7b-hf/mlp-tp1.csv",
+       dir + "h100-decode-attention.csv", dir + "cascade-speedups.csv", "--base", "h100-sxm",
+       "--out", out.string()});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("refitting 270 rows"));
+  EXPECT_THAT(run.out, HasSubstr("ratio rows (checked, not fitted)"));
+  const DeviceProfile profile = LoadDeviceProfile(out.string());
+  EXPECT_EQ(profile.origins[0].source, ParameterSource::kSpec);  // memory_bytes kept
+  bool published = false;
+  for (const DeviceProfile::Origin& o : profile.origins) {
+    published = published || o.source == ParameterSource::kPublished;
+  }
+  EXPECT_TRUE(published);
+
+  const fs::path bad = dir_ / "bad.csv";
+  test::WriteFile(bad,
+                  "# feather published-ratios v1\n"
+                  "id,device,model,quantity,a_requests,a_context_tokens,a_unique_kv_tokens,"
+                  "a_cascade_prefix_tokens,b_requests,b_context_tokens,b_unique_kv_tokens,"
+                  "b_cascade_prefix_tokens,measured,relation,source,quote\n"
+                  "r,d,m,step_time,10,100,100,0,10,100,100,0,-2,about,s,q\n");
+  const RunResult failed = RunFeather(
+      {"calibrate", "--refit", bad.string(), "--base", "h100-sxm", "--out", out.string()});
+  EXPECT_EQ(failed.exit_code, 2);
+  EXPECT_THAT(failed.err, HasSubstr("bad.csv:3: measured: expected a finite number > 0"));
+}
+
 }  // namespace
 }  // namespace feather

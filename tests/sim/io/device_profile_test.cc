@@ -255,9 +255,10 @@ DeviceProfile SmallWrittenProfile() {
   for (size_t i = 0; i < params.size(); ++i) {
     p.*params[i].field =
         params[i].integer ? static_cast<double>(i + 1) : 0.1 * static_cast<double>(i + 1);
-    p.origins[i] = {i % 3 == 0   ? ParameterSource::kMeasured
-                    : i % 3 == 1 ? ParameterSource::kSpec
-                                 : ParameterSource::kAssumed,
+    p.origins[i] = {i % 4 == 0   ? ParameterSource::kMeasured
+                    : i % 4 == 1 ? ParameterSource::kSpec
+                    : i % 4 == 2 ? ParameterSource::kAssumed
+                                 : ParameterSource::kPublished,
                     "note " + std::to_string(i)};
   }
   p.memory_bytes = 68719476736;  // 64 GiB
