@@ -35,6 +35,7 @@
 // (it is pre-reserved); OnStepExecuted O(decisions this round).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -50,6 +51,7 @@ namespace feather {
 enum class BanditReward : uint8_t {
   kDecodeThroughput,  // bandit: decode_tokens / step_ns
   kAuthors,           // bandit-authors: batch_size / whole_step_ns
+  kDelayed,           // bandit-delayed: decode throughput of the next credit_steps steps
 };
 
 struct BanditConfig {
@@ -57,6 +59,9 @@ struct BanditConfig {
   // The scenario's scheduler.state_bins, not a knob here.
   StateBins state_bins = StateBins::kAuthors;
   BanditReward reward = BanditReward::kDecodeThroughput;  // set by the stop name, not a knob
+  // bandit-delayed: K, the steps after a round over which its decisions are credited (the
+  // admitted requests' first K decode steps). The other two rewards ignore it.
+  uint32_t credit_steps = 128;
 
   // bandit-authors: c = 200, the authors' bins, the authors' reward. Literal constants, so a
   // change of the defaults above leaves it where it is.
@@ -80,13 +85,22 @@ class BanditPolicy final : public StopPolicy {
   explicit BanditPolicy(const BanditConfig& config = {});
 
   [[nodiscard]] std::string_view Name() const override {
-    return config_.reward == BanditReward::kAuthors ? "bandit-authors" : "bandit";
+    switch (config_.reward) {
+      case BanditReward::kAuthors:
+        return "bandit-authors";
+      case BanditReward::kDelayed:
+        return "bandit-delayed";
+      case BanditReward::kDecodeThroughput:
+        break;
+    }
+    return "bandit";
   }
-  void BeginRound() override { pending_cells_.clear(); }
+  void BeginRound() override;
   [[nodiscard]] StopDecision Decide(const StopContext& context) override;
   void OnStepExecuted(const StepFeedback& feedback) override;
 
-  // UCB score of one cell given the current S (+∞ when unseen).
+  // UCB score of one cell given the current S (+∞ when unseen; bandit-delayed: −∞ when never
+  // credited but a decision of it is in flight).
   [[nodiscard]] double Ucb(uint32_t state_index, StopDecision action) const;
 
   [[nodiscard]] const BanditConfig& config() const { return config_; }
@@ -96,9 +110,31 @@ class BanditPolicy final : public StopPolicy {
   void Restore(const BanditConfig& config, const BanditTables& tables);
 
  private:
+  void CreditDelayed(const StepFeedback& feedback);
+  void ResetDelayed();
+
   BanditConfig config_;
   BanditTables tables_;
   std::vector<uint32_t> pending_cells_;  // CellIndex of each table decision this round
+  uint32_t adds_this_round_ = 0;         // Decide() answers kAdd this round, forced ones included
+
+  // bandit-delayed. Steps are numbered from 0 in OnStepExecuted order; a round's decisions wait
+  // in `in_flight_` (FIFO from `in_flight_head_`) until the K-th step after their own, then are
+  // credited from running sums kept for the last K + 1 steps (ring buffers indexed step % (K+1)).
+  struct InFlight {
+    uint64_t step = 0;        // the step of the decision's round
+    uint32_t cell = 0;
+    double charge_ns = 0.0;   // the admission's share of its round's prefill time (Add only)
+  };
+  uint64_t steps_ = 0;
+  // Decisions in flight per cell: a cell never credited but with a decision in flight scores
+  // −∞, not +∞ (it has been tried once; trying it again before its credit lands would repeat an
+  // untested action for K steps).
+  std::array<uint32_t, kNumCells> in_flight_count_{};
+  std::vector<InFlight> in_flight_;
+  size_t in_flight_head_ = 0;
+  std::vector<double> cum_tokens_;  // decode tokens of steps 0..s, at s % (K+1)
+  std::vector<double> cum_ns_;      // decode ns of steps 0..s, at s % (K+1)
 };
 
 }  // namespace feather

@@ -53,6 +53,13 @@ struct StepFeedback {
   // Engine time of the whole step, whatever reward_time says; 0 = the same as step_ns (callers
   // that do not tell them apart).
   int64_t whole_step_ns = 0;
+  // Engine time of the step's decode requests alone (what a step without its prefill chunks
+  // would take): the whole step when it holds no prefill, 0 when it holds no decode; -1 = not
+  // priced (callers that cannot tell; bandit-delayed then counts the whole step as decode).
+  int64_t decode_ns = -1;
+  // Requests that decoded in the step (prefill chunks excluded, also those that sampled their
+  // first token); used with decode_ns.
+  uint32_t decode_requests = 0;
 };
 
 class StopPolicy {
