@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <array>
-#include <cstddef>
 #include <cmath>
+#include <cstddef>
 #include <limits>
 #include <span>
 #include <string>
@@ -126,8 +126,7 @@ void BanditPolicy::CreditDelayed(const StepFeedback& feedback) {
   const bool priced = feedback.decode_ns >= 0;
   const double decode_ns = static_cast<double>(priced ? feedback.decode_ns : whole_ns);
   const double decode_tokens = priced ? feedback.decode_requests : feedback.decode_tokens;
-  const double prefill_ns =
-      priced ? std::max(0.0, static_cast<double>(whole_ns) - decode_ns) : 0.0;
+  const double prefill_ns = priced ? std::max(0.0, static_cast<double>(whole_ns) - decode_ns) : 0.0;
 
   const uint64_t step = steps_++;
   const size_t ring = cum_tokens_.size();
@@ -164,7 +163,8 @@ void BanditPolicy::CreditDelayed(const StepFeedback& feedback) {
       in_flight_.clear();
       in_flight_head_ = 0;
     } else if (in_flight_head_ > kPendingReserve && in_flight_head_ * 2 > in_flight_.size()) {
-      in_flight_.erase(in_flight_.begin(), in_flight_.begin() + static_cast<ptrdiff_t>(in_flight_head_));
+      in_flight_.erase(in_flight_.begin(),
+                       in_flight_.begin() + static_cast<ptrdiff_t>(in_flight_head_));
       in_flight_head_ = 0;
     }
   }

@@ -20,6 +20,24 @@
 //                   the defaults say: reward = requests in the executed step (its final batch
 //                   size, prefill chunks included) / the whole step's execution time, c = 200,
 //                   the authors' bins (policy_state.h). BanditConfig::Authors().
+//   bandit-delayed  the same table and UCB rule, with delayed credit (issue 15 item 2): the step
+//                   reward sees an admitted prompt's prefill in the rewarded step and never the
+//                   steps the request then decodes in, so it learns to stop wherever admission
+//                   means prefill. Here each table decision of the round executed as step t waits
+//                   for the window of steps t+1 .. t+K (K = scheduler.bandit.credit_steps), the
+//                   first K steps in which the admitted requests decode next to the batch; then
+//                     r = Σ decode requests / (Σ decode-only ns + charge)   over the window,
+//                   decode-only ns being StepFeedback::decode_ns (the step's decode part alone;
+//                   unpriced steps count whole), charge = for an Add its share of step t's
+//                   prefill time (prefill ns / the round's admissions, forced ones included),
+//                   for a Stop 0. So an admission pays its prefill once, spread over K decode
+//                   steps, and a Stop is credited with the decode throughput the batch then runs
+//                   at without the candidate. Other rounds' prefills are nobody's charge in the
+//                   window. Delayed credit and UCB: a cell never credited but with a decision in
+//                   flight scores −∞ (not +∞), so an untried action is tried once and then waits
+//                   for its credit instead of being repeated for K steps. Decisions still in
+//                   flight at the end of a run are never credited; Restore() drops them.
+//                   c and bins follow the knobs, as for `bandit`.
 // The two rewards differ when a step holds a prefill chunk that samples no token (chunked
 // prefill of a long prompt): `bandit` does not count that request, the authors' code does. A round without an executed step
 // (BeginRound again) or a step of zero duration drops its pending decisions uncredited.
@@ -32,7 +50,9 @@
 // table state is (b̂, Δ̂ of 0, ŵ from the waiting count).
 //
 // Complexity: Decide O(1), allocation-free once the pending buffer has reached the largest round
-// (it is pre-reserved); OnStepExecuted O(decisions this round).
+// (it is pre-reserved); OnStepExecuted O(decisions this round) (bandit-delayed: amortized, the
+// window sums come from running totals kept in two (K+1)-entry rings; the in-flight FIFO is
+// compacted in place, allocation-free once it has reached its largest size).
 #pragma once
 
 #include <array>
@@ -122,9 +142,9 @@ class BanditPolicy final : public StopPolicy {
   // in `in_flight_` (FIFO from `in_flight_head_`) until the K-th step after their own, then are
   // credited from running sums kept for the last K + 1 steps (ring buffers indexed step % (K+1)).
   struct InFlight {
-    uint64_t step = 0;        // the step of the decision's round
+    uint64_t step = 0;  // the step of the decision's round
     uint32_t cell = 0;
-    double charge_ns = 0.0;   // the admission's share of its round's prefill time (Add only)
+    double charge_ns = 0.0;  // the admission's share of its round's prefill time (Add only)
   };
   uint64_t steps_ = 0;
   // Decisions in flight per cell: a cell never credited but with a decision in flight scores
