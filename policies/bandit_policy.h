@@ -20,6 +20,24 @@
 //                   the defaults say: reward = requests in the executed step (its final batch
 //                   size, prefill chunks included) / the whole step's execution time, c = 200,
 //                   the authors' bins (policy_state.h). BanditConfig::Authors().
+//   bandit-delayed  the same table and UCB rule, with delayed credit (issue 15 item 2): the step
+//                   reward sees an admitted prompt's prefill in the rewarded step and never the
+//                   steps the request then decodes in, so it learns to stop wherever admission
+//                   means prefill. Here each table decision of the round executed as step t waits
+//                   for the window of steps t+1 .. t+K (K = scheduler.bandit.credit_steps), the
+//                   first K steps in which the admitted requests decode next to the batch; then
+//                     r = Σ decode requests / (Σ decode-only ns + charge)   over the window,
+//                   decode-only ns being StepFeedback::decode_ns (the step's decode part alone;
+//                   unpriced steps count whole), charge = for an Add its share of step t's
+//                   prefill time (prefill ns / the round's admissions, forced ones included),
+//                   for a Stop 0. So an admission pays its prefill once, spread over K decode
+//                   steps, and a Stop is credited with the decode throughput the batch then runs
+//                   at without the candidate. Other rounds' prefills are nobody's charge in the
+//                   window. Delayed credit and UCB: a cell never credited but with a decision in
+//                   flight scores −∞ (not +∞), so an untried action is tried once and then waits
+//                   for its credit instead of being repeated for K steps. Decisions still in
+//                   flight at the end of a run are never credited; Restore() drops them.
+//                   c and bins follow the knobs, as for `bandit`.
 // The two rewards differ when a step holds a prefill chunk that samples no token (chunked
 // prefill of a long prompt): `bandit` does not count that request, the authors' code does. A round without an executed step
 // (BeginRound again) or a step of zero duration drops its pending decisions uncredited.
@@ -32,9 +50,12 @@
 // table state is (b̂, Δ̂ of 0, ŵ from the waiting count).
 //
 // Complexity: Decide O(1), allocation-free once the pending buffer has reached the largest round
-// (it is pre-reserved); OnStepExecuted O(decisions this round).
+// (it is pre-reserved); OnStepExecuted O(decisions this round) (bandit-delayed: amortized, the
+// window sums come from running totals kept in two (K+1)-entry rings; the in-flight FIFO is
+// compacted in place, allocation-free once it has reached its largest size).
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <span>
 #include <string_view>
@@ -50,6 +71,7 @@ namespace feather {
 enum class BanditReward : uint8_t {
   kDecodeThroughput,  // bandit: decode_tokens / step_ns
   kAuthors,           // bandit-authors: batch_size / whole_step_ns
+  kDelayed,           // bandit-delayed: decode throughput of the next credit_steps steps
 };
 
 struct BanditConfig {
@@ -57,6 +79,9 @@ struct BanditConfig {
   // The scenario's scheduler.state_bins, not a knob here.
   StateBins state_bins = StateBins::kAuthors;
   BanditReward reward = BanditReward::kDecodeThroughput;  // set by the stop name, not a knob
+  // bandit-delayed: K, the steps after a round over which its decisions are credited (the
+  // admitted requests' first K decode steps). The other two rewards ignore it.
+  uint32_t credit_steps = 128;
 
   // bandit-authors: c = 200, the authors' bins, the authors' reward. Literal constants, so a
   // change of the defaults above leaves it where it is.
@@ -80,13 +105,22 @@ class BanditPolicy final : public StopPolicy {
   explicit BanditPolicy(const BanditConfig& config = {});
 
   [[nodiscard]] std::string_view Name() const override {
-    return config_.reward == BanditReward::kAuthors ? "bandit-authors" : "bandit";
+    switch (config_.reward) {
+      case BanditReward::kAuthors:
+        return "bandit-authors";
+      case BanditReward::kDelayed:
+        return "bandit-delayed";
+      case BanditReward::kDecodeThroughput:
+        break;
+    }
+    return "bandit";
   }
-  void BeginRound() override { pending_cells_.clear(); }
+  void BeginRound() override;
   [[nodiscard]] StopDecision Decide(const StopContext& context) override;
   void OnStepExecuted(const StepFeedback& feedback) override;
 
-  // UCB score of one cell given the current S (+∞ when unseen).
+  // UCB score of one cell given the current S (+∞ when unseen; bandit-delayed: −∞ when never
+  // credited but a decision of it is in flight).
   [[nodiscard]] double Ucb(uint32_t state_index, StopDecision action) const;
 
   [[nodiscard]] const BanditConfig& config() const { return config_; }
@@ -96,9 +130,31 @@ class BanditPolicy final : public StopPolicy {
   void Restore(const BanditConfig& config, const BanditTables& tables);
 
  private:
+  void CreditDelayed(const StepFeedback& feedback);
+  void ResetDelayed();
+
   BanditConfig config_;
   BanditTables tables_;
   std::vector<uint32_t> pending_cells_;  // CellIndex of each table decision this round
+  uint32_t adds_this_round_ = 0;         // Decide() answers kAdd this round, forced ones included
+
+  // bandit-delayed. Steps are numbered from 0 in OnStepExecuted order; a round's decisions wait
+  // in `in_flight_` (FIFO from `in_flight_head_`) until the K-th step after their own, then are
+  // credited from running sums kept for the last K + 1 steps (ring buffers indexed step % (K+1)).
+  struct InFlight {
+    uint64_t step = 0;  // the step of the decision's round
+    uint32_t cell = 0;
+    double charge_ns = 0.0;  // the admission's share of its round's prefill time (Add only)
+  };
+  uint64_t steps_ = 0;
+  // Decisions in flight per cell: a cell never credited but with a decision in flight scores
+  // −∞, not +∞ (it has been tried once; trying it again before its credit lands would repeat an
+  // untested action for K steps).
+  std::array<uint32_t, kNumCells> in_flight_count_{};
+  std::vector<InFlight> in_flight_;
+  size_t in_flight_head_ = 0;
+  std::vector<double> cum_tokens_;  // decode tokens of steps 0..s, at s % (K+1)
+  std::vector<double> cum_ns_;      // decode ns of steps 0..s, at s % (K+1)
 };
 
 }  // namespace feather

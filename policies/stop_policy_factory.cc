@@ -13,8 +13,9 @@
 namespace feather {
 namespace {
 
-constexpr std::array<std::string_view, 6> kNames = {"always",    "heuristic",        "bandit",
-                                                    "qlearning", "dynamic-batching", "bandit-authors"};
+constexpr std::array<std::string_view, 7> kNames = {
+    "always",           "heuristic",      "bandit",        "qlearning",
+    "dynamic-batching", "bandit-authors", "bandit-delayed"};
 
 }  // namespace
 
@@ -22,7 +23,7 @@ std::span<const std::string_view> StopPolicyNames() { return kNames; }
 
 std::vector<std::string> StopPolicyOptionErrors(std::string_view name, const StopPolicyOptions& o) {
   if (name == "heuristic") return ConfigProblems(o.heuristic);
-  if (name == "bandit") return ConfigProblems(o.bandit);
+  if (name == "bandit" || name == "bandit-delayed") return ConfigProblems(o.bandit);
   if (name == "qlearning") return ConfigProblems(o.qlearning);
   if (name == "dynamic-batching") return ConfigProblems(o.dynamic_batching);
   return {};
@@ -41,6 +42,12 @@ std::unique_ptr<StopPolicy> MakeStopPolicy(std::string_view name,
   if (name == "bandit") {
     BanditConfig config = options.bandit;
     config.state_bins = options.state_bins;
+    return std::make_unique<BanditPolicy>(config);
+  }
+  if (name == "bandit-delayed") {
+    BanditConfig config = options.bandit;
+    config.state_bins = options.state_bins;
+    config.reward = BanditReward::kDelayed;
     return std::make_unique<BanditPolicy>(config);
   }
   if (name == "bandit-authors") return std::make_unique<BanditPolicy>(BanditConfig::Authors());

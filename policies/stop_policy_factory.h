@@ -2,7 +2,8 @@
 //
 // Names: always | heuristic | bandit | qlearning | dynamic-batching | bandit-authors (the authors'
 // exact bandit, BanditConfig::Authors(): it ignores scheduler.bandit.*, scheduler.state_bins and
-// scheduler.reward_time, so none of them is checked for it). An unknown name, or an
+// scheduler.reward_time, so none of them is checked for it) | bandit-delayed (the bandit with
+// delayed credit, bandit_policy.h; it ignores scheduler.reward_time). An unknown name, or an
 // option out of range, throws std::invalid_argument (the message lists the valid names, or every
 // bad option with its value and constraint); the scenario loader adds file:line.
 // Complexity: O(1) apart from the tables' zero-initialization (≈ 42 KiB for bandit/qlearning).

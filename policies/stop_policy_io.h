@@ -9,8 +9,11 @@
 //   always:           options {}, state {}
 //   heuristic:        options {max_loss_chunks, relaxed_loss_chunks, relaxed_min_peers,
 //                     floor_cap}, state {floor}
-//   bandit:           options {exploration, state_bins}, state {total_decisions, cells: [{b_bin,
-//                     delta_bin, w_bin, action, count, reward_sum}]} — cells with count > 0
+//   bandit:           options {exploration, credit_steps, state_bins}, state {total_decisions,
+//                     cells: [{b_bin, delta_bin, w_bin, action, count, reward_sum}]} — cells with
+//                     count > 0 (bandit-authors, bandit-delayed: the same; bandit-delayed's
+//                     decisions still in flight, waiting for their credit window, are not saved:
+//                     a loaded policy has none)
 //   qlearning:        options {learning_rate, discount, epsilon_start, epsilon_min,
 //                     epsilon_decay_decisions, state_bins}, state {decisions, epsilon
 //                     (informational: derived from decisions, not read back), rng_state, cells:

@@ -41,7 +41,7 @@ template <class Fn>
 bool WithConfig(StopPolicyOptions& options, std::string_view name, Fn&& fn) {
   if (name == "heuristic") {
     fn(options.heuristic);
-  } else if (name == "bandit") {
+  } else if (name == "bandit" || name == "bandit-delayed") {
     fn(options.bandit);
   } else if (name == "qlearning") {
     fn(options.qlearning);
@@ -163,18 +163,24 @@ void BindStopPolicies(nb::module_& m) {
       .def(
           "__init__",
           [](StepFeedback* self, uint32_t batch_size, uint32_t decode_tokens, int64_t step_ns,
-             int64_t whole_step_ns) {
-            new (self) StepFeedback{batch_size, decode_tokens, step_ns, whole_step_ns};
+             int64_t whole_step_ns, int64_t decode_ns, uint32_t decode_requests) {
+            new (self) StepFeedback{batch_size,    decode_tokens, step_ns,
+                                    whole_step_ns, decode_ns,     decode_requests};
           },
           nb::kw_only(), "batch_size"_a = 0, "decode_tokens"_a = 0, "step_ns"_a = 0,
-          "whole_step_ns"_a = 0, "Feedback; every field defaults to 0.")
+          "whole_step_ns"_a = 0, "decode_ns"_a = -1, "decode_requests"_a = 0,
+          "Feedback; every field defaults to 0, decode_ns to -1 (not priced).")
       .def_rw("batch_size", &StepFeedback::batch_size, "Requests in the executed step.")
       .def_rw("decode_tokens", &StepFeedback::decode_tokens, "Tokens the step generated.")
       .def_rw("step_ns", &StepFeedback::step_ns,
               "Engine time the reward is priced on, in nanoseconds: the whole step, or its decode "
               "requests alone under scheduler.reward_time: decode-only.")
       .def_rw("whole_step_ns", &StepFeedback::whole_step_ns,
-              "Engine time of the whole step (bandit-authors' reward); 0 means step_ns.");
+              "Engine time of the whole step (bandit-authors' reward); 0 means step_ns.")
+      .def_rw("decode_ns", &StepFeedback::decode_ns,
+              "Engine time of the step's decode requests alone (bandit-delayed); -1 = not priced.")
+      .def_rw("decode_requests", &StepFeedback::decode_requests,
+              "Requests that decoded in the step (prefill chunks excluded; bandit-delayed).");
 
   m.def("step_reward", &StepRewardTokensPerS, "feedback"_a,
         "The learning policies' reward for a step: decode_tokens per second of step_ns, or None "
@@ -187,7 +193,7 @@ void BindStopPolicies(nb::module_& m) {
       "on_step_executed(feedback) rewards every decision since begin_round(). Make one with "
       "feather.make_stop_policy.")
       .def("name", [](const StopPolicy& p) { return std::string(p.Name()); },
-           "The policy's scenario name (always, heuristic, bandit, qlearning, dynamic-batching, bandit-authors).")
+           "The policy's scenario name (always, heuristic, bandit, qlearning, dynamic-batching, bandit-authors, bandit-delayed).")
       .def("begin_round", &StopPolicy::BeginRound, "Starts forming a batch.")
       .def("decide", &StopPolicy::Decide, "context"_a,
            "Add or stop for one proposal (cheap: learning happens in on_step_executed).")

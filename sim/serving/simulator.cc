@@ -346,10 +346,9 @@ void Simulator::FinishRequest(RequestId id) {
   ++finished_;
 }
 
-int64_t Simulator::RewardStepNs(const BatchPlan& plan, const StepTiming& timing) {
-  if (!config_.reward_decode_only || plan.prefill_tokens == 0 || plan.decode_requests == 0) {
-    return timing.total_ns;
-  }
+int64_t Simulator::DecodeStepNs(const BatchPlan& plan, const StepTiming& timing) {
+  if (plan.decode_requests == 0) return 0;
+  if (plan.prefill_tokens == 0) return timing.total_ns;
   decode_requests_.clear();
   for (const StepRequest& r : plan.requests) {
     if (!r.is_prefill) decode_requests_.push_back(r);
@@ -357,11 +356,19 @@ int64_t Simulator::RewardStepNs(const BatchPlan& plan, const StepTiming& timing)
   BatchPlan decode_plan = plan;
   decode_plan.requests = decode_requests_;
   decode_plan.prefill_tokens = 0;
-  return engine_.PriceDecodeOnly(decode_plan).value_or(timing.total_ns);
+  return engine_.PriceDecodeOnly(decode_plan).value_or(-1);
+}
+
+int64_t Simulator::RewardStepNs(const BatchPlan& plan, const StepTiming& timing,
+                                int64_t decode_ns) const {
+  if (!config_.reward_decode_only || plan.prefill_tokens == 0 || plan.decode_requests == 0) {
+    return timing.total_ns;
+  }
+  return decode_ns >= 0 ? decode_ns : timing.total_ns;
 }
 
 void Simulator::CompleteStep(const BatchPlan& plan, const StepTiming& timing,
-                             int64_t scheduler_ns, int64_t reward_ns) {
+                             int64_t scheduler_ns, int64_t reward_ns, int64_t decode_ns) {
   StepRecord step;
   step.start_ns = now_ns_;
   step.common_prefix_tokens = plan.common_prefix_tokens;
@@ -415,7 +422,9 @@ void Simulator::CompleteStep(const BatchPlan& plan, const StepTiming& timing,
     waiting_recorded_ = true;
   }
 
-  const StepFeedback feedback{batch_size, produced, reward_ns, timing.total_ns};
+  StepFeedback feedback{batch_size, produced, reward_ns, timing.total_ns};
+  feedback.decode_ns = decode_ns;
+  feedback.decode_requests = step.decode_tokens;
   Timed([&] { policy_.OnStepExecuted(feedback); });
 }
 
@@ -466,7 +475,9 @@ std::optional<SchedulePlan> Simulator::Schedule() {
 void Simulator::Complete(const SchedulePlan& plan, const StepTiming& timing) {
   FEATHER_CHECK(awaiting_completion_, "Complete() without a plan from Schedule()");
   awaiting_completion_ = false;
-  CompleteStep(plan.batch, timing, plan.scheduler_ns, RewardStepNs(plan.batch, timing));
+  const int64_t decode_ns = DecodeStepNs(plan.batch, timing);
+  CompleteStep(plan.batch, timing, plan.scheduler_ns, RewardStepNs(plan.batch, timing, decode_ns),
+               decode_ns);
 }
 
 SimResult Simulator::TakeResult() {

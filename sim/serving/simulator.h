@@ -159,9 +159,13 @@ class Simulator {
   // Step 4 for the step `plan` described, after the engine ran it (the plan's spans still
   // point at the scheduling state: nothing may change it before this returns).
   void CompleteStep(const BatchPlan& plan, const StepTiming& timing, int64_t scheduler_ns,
-                    int64_t reward_ns);
+                    int64_t reward_ns, int64_t decode_ns);
+  // Engine time of the step's decode requests alone (Engine::PriceDecodeOnly): the whole step
+  // when it holds no prefill, 0 when it holds no decode, -1 when the engine cannot price it.
+  [[nodiscard]] int64_t DecodeStepNs(const BatchPlan& plan, const StepTiming& timing);
   // The step's time for the stop policy's reward (see the step structure above).
-  [[nodiscard]] int64_t RewardStepNs(const BatchPlan& plan, const StepTiming& timing);
+  [[nodiscard]] int64_t RewardStepNs(const BatchPlan& plan, const StepTiming& timing,
+                                     int64_t decode_ns) const;
   void FinishRequest(RequestId id);
   [[nodiscard]] std::span<const PrefixHash> ChainOf(RequestId id) const;
   [[nodiscard]] RunSummary Summarize() const;

@@ -279,6 +279,128 @@ TEST(BanditPolicy, FrozenIsGreedyOnMeansAndNeverChanges) {
   EXPECT_EQ(policy.Decide(Context(30, Signal(10, 1, 30))), kAdd);
 }
 
+// ---------------------------------------------------------------- bandit-delayed
+
+BanditPolicy DelayedBandit(uint32_t credit_steps) {
+  BanditConfig config;
+  config.reward = BanditReward::kDelayed;
+  config.credit_steps = credit_steps;
+  return BanditPolicy(config);
+}
+
+// A step of `decode_ms` decode time holding `decode` decoding requests, plus `prefill_ms` of
+// prefill.
+StepFeedback DelayedStep(uint32_t decode, double decode_ms, double prefill_ms) {
+  StepFeedback f;
+  f.batch_size = decode;
+  f.decode_tokens = decode;
+  f.decode_requests = decode;
+  f.decode_ns = static_cast<int64_t>(decode_ms * 1e6);
+  f.whole_step_ns = static_cast<int64_t>((decode_ms + prefill_ms) * 1e6);
+  f.step_ns = f.whole_step_ns;
+  return f;
+}
+
+TEST(BanditDelayedPolicy, EachDecisionGetsTheNextKStepsDecodeThroughputAndAnAddItsPrefill) {
+  BanditPolicy policy = DelayedBandit(2);
+  EXPECT_EQ(policy.Name(), "bandit-delayed");
+  const uint32_t s_add = StateIndex(StateKey{2, 6, 0});   // b = 8, Δ = 1
+  const uint32_t s_stop = StateIndex(StateKey{3, 7, 0});  // b = 12, Δ = 2
+  const BanditTables& t = policy.tables();
+
+  // Round 0: a forced Add (empty batch), a table Add in s_add (both actions unseen: Add), then
+  // Stop in s_add (its Add is in flight, uncredited: −∞; Stop unseen: +∞). Step 0: 10 ms of
+  // decode, 30 ms of prefill.
+  policy.BeginRound();
+  EXPECT_EQ(policy.Decide(Context(0, Signal(0, 30, 1))), kAdd);  // forced
+  EXPECT_EQ(policy.Decide(Context(8, Signal(10, 9, 0))), kAdd);  // s_add, unseen
+  EXPECT_EQ(policy.Decide(Context(9, Signal(9, 8, 0))), kStop);  // s_add: Add in flight → −∞
+  policy.OnStepExecuted(DelayedStep(8, 10, 30));
+  EXPECT_EQ(t.total_decisions, 0u);  // nothing credited before K steps
+
+  // Round 1: one table Add in another state; step 1: 10 decode requests in 20 ms, no prefill.
+  policy.BeginRound();
+  EXPECT_EQ(policy.Decide(Context(12, Signal(10, 8, 0))), kAdd);  // s_stop, unseen: Add
+  policy.OnStepExecuted(DelayedStep(10, 20, 0));
+  EXPECT_EQ(t.total_decisions, 0u);
+
+  // Step 2 closes round 0's window (steps 1, 2): 10 + 12 tokens over 20 + 40 ms of decode.
+  policy.BeginRound();
+  policy.OnStepExecuted(DelayedStep(12, 40, 50));  // its prefill is nobody's charge
+  EXPECT_EQ(t.total_decisions, 2u);
+  // Add: the round's prefill (30 ms) split over its two admissions (forced one included).
+  EXPECT_EQ(t.count[CellIndex(s_add, kAdd)], 1u);
+  EXPECT_DOUBLE_EQ(t.reward_sum[CellIndex(s_add, kAdd)], 22.0 / (0.060 + 0.015));
+  // Stop: the same window's decode throughput, no charge.
+  EXPECT_EQ(t.count[CellIndex(s_add, kStop)], 1u);
+  EXPECT_DOUBLE_EQ(t.reward_sum[CellIndex(s_add, kStop)], 22.0 / 0.060);
+
+  // Step 3 closes round 1 (steps 2, 3): 12 + 6 tokens over 40 + 20 ms; its Add (the round's
+  // only admission) carries round 1's prefill, 0 ms.
+  policy.BeginRound();
+  policy.OnStepExecuted(DelayedStep(6, 20, 0));
+  EXPECT_EQ(t.total_decisions, 3u);
+  EXPECT_EQ(t.count[CellIndex(s_stop, kAdd)], 1u);
+  EXPECT_DOUBLE_EQ(t.reward_sum[CellIndex(s_stop, kAdd)], 18.0 / 0.060);
+  EXPECT_EQ(t.count[CellIndex(s_stop, kStop)], 0u);
+
+  // Credited: the in-flight rule is gone, so both cells of s_add score by UCB again, and the
+  // unseen Stop of s_stop is +∞.
+  EXPECT_FALSE(std::isinf(policy.Ucb(s_add, kStop)));
+  EXPECT_TRUE(std::isinf(policy.Ucb(s_stop, kStop)) && policy.Ucb(s_stop, kStop) > 0);
+}
+
+TEST(BanditDelayedPolicy, UnpricedStepsCountWholeAsDecodeAndRestoreDropsInFlight) {
+  BanditPolicy policy = DelayedBandit(1);
+  policy.BeginRound();
+  EXPECT_EQ(policy.Decide(Context(8, Signal(10, 9, 0))), kAdd);
+  policy.OnStepExecuted(Reward(100));  // decode_ns = -1: no prefill charge
+  policy.BeginRound();
+  policy.OnStepExecuted(Reward(40));  // window = this step: 40 tokens in 1 s
+  const uint32_t cell = CellIndex(StateIndex(StateKey{2, 6, 0}), kAdd);
+  EXPECT_EQ(policy.tables().count[cell], 1u);
+  EXPECT_DOUBLE_EQ(policy.tables().reward_sum[cell], 40.0);
+
+  policy.BeginRound();
+  EXPECT_EQ(policy.Decide(Context(8, Signal(10, 9, 0))), kStop);  // Stop unseen: +∞
+  policy.OnStepExecuted(Reward(100));
+  policy.Restore(policy.config(), policy.tables());  // drops the Stop in flight
+  EXPECT_EQ(policy.Name(), "bandit-delayed");
+  policy.BeginRound();
+  policy.OnStepExecuted(Reward(40));
+  EXPECT_EQ(policy.tables().total_decisions, 1u);
+}
+
+std::string DelayedTrace(uint64_t seed) {
+  BanditPolicy policy = DelayedBandit(8);
+  SplitMix64 rng(seed);
+  std::string trace;
+  for (int step = 0; step < 600; ++step) {
+    policy.BeginRound();
+    uint32_t b = static_cast<uint32_t>(rng.Next() % 40);
+    uint32_t adds = 0;
+    while (adds < 6) {
+      const uint32_t before = static_cast<uint32_t>(rng.Next() % 12);
+      const uint32_t after = static_cast<uint32_t>(rng.Next() % (before + 1));
+      const bool add = policy.Decide(Context(b, Signal(before, after, b % 20))) == kAdd;
+      trace += add ? 'A' : 'S';
+      if (!add) break;
+      ++b;
+      ++adds;
+    }
+    const double prefill = adds * 25.0;
+    policy.OnStepExecuted(DelayedStep(b, 10.0 + 0.5 * b, prefill));
+  }
+  return trace;
+}
+
+TEST(BanditDelayedPolicy, SameSeedSameDecisions) {
+  const std::string a = DelayedTrace(7);
+  EXPECT_EQ(a, DelayedTrace(7));
+  EXPECT_NE(a, DelayedTrace(8));
+  EXPECT_NE(a.find('S'), std::string::npos);  // it learns to stop somewhere
+}
+
 // ---------------------------------------------------------------- Q-learning
 
 QLearningConfig GreedyConfig() {
@@ -581,8 +703,9 @@ TEST(BanditAuthors, DecisionSequenceIsPinned) {
 // ---------------------------------------------------------------- factory
 
 TEST(StopPolicyFactory, BuildsEveryNamedPolicy) {
-  const std::vector<std::string_view> expected = {"always",    "heuristic",        "bandit",
-                                                  "qlearning", "dynamic-batching", "bandit-authors"};
+  const std::vector<std::string_view> expected = {
+      "always",           "heuristic",      "bandit",        "qlearning",
+      "dynamic-batching", "bandit-authors", "bandit-delayed"};
   ASSERT_EQ(StopPolicyNames().size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(StopPolicyNames()[i], expected[i]);

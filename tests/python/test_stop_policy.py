@@ -7,7 +7,8 @@ import pytest
 
 import feather
 
-NAMES = ["always", "heuristic", "bandit", "qlearning", "dynamic-batching", "bandit-authors"]
+NAMES = ["always", "heuristic", "bandit", "qlearning", "dynamic-batching", "bandit-authors",
+         "bandit-delayed"]
 
 
 def random_context(rng):
