@@ -92,6 +92,10 @@ def test_sigint_stops_a_run_and_raises_keyboard_interrupt(tmp_path):
     child = textwrap.dedent(f"""
         import os, signal, threading, time
         import feather
+        # Python keeps SIGINT ignored when it starts with it ignored (a job started with `&` by
+        # a non-interactive shell, as some CI runners do): install its own handler, the one
+        # feather.run must give back.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         threading.Timer(0.1, os.kill, (os.getpid(), signal.SIGINT)).start()
         try:
             feather.run(None, {{"scheduler_time": "zero"}}, out={str(tmp_path / "out")!r})
