@@ -36,4 +36,20 @@ InputError::InputError(std::string file, uint32_t line, std::string key, std::st
     : InputError(std::vector<InputProblem>{
           InputProblem{std::move(file), line, std::move(key), std::move(message)}}) {}
 
+void CappedInputProblems::Add(uint32_t line, std::string key, std::string message) {
+  if (problems_.size() < max_shown_) {
+    problems_.push_back({file_, line, std::move(key), std::move(message)});
+  } else {
+    ++more_;
+  }
+}
+
+void CappedInputProblems::ThrowIfAny() {
+  if (problems_.empty()) return;
+  if (more_ > 0) {
+    problems_.push_back({file_, 0, "", std::to_string(more_) + " more problems not shown"});
+  }
+  throw InputError(std::move(problems_));
+}
+
 }  // namespace feather

@@ -8,9 +8,11 @@
 // The CLI prints what() and exits with code 2.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace feather {
@@ -22,6 +24,24 @@ struct InputProblem {
   std::string message;
 
   [[nodiscard]] std::string ToString() const;
+};
+
+// The problems of one file as a reader finds them: the first `max_shown` kept, the rest counted,
+// so a wrong file does not drown the user. ThrowIfAny() throws them as one InputError, ending
+// with "N more problems not shown" when some were dropped.
+class CappedInputProblems {
+ public:
+  explicit CappedInputProblems(std::string file, size_t max_shown = 20)
+      : file_(std::move(file)), max_shown_(max_shown) {}
+  void Add(uint32_t line, std::string key, std::string message);
+  void ThrowIfAny();
+  [[nodiscard]] bool empty() const { return problems_.empty(); }
+
+ private:
+  std::string file_;
+  size_t max_shown_;
+  std::vector<InputProblem> problems_;
+  size_t more_ = 0;
 };
 
 class InputError : public std::runtime_error {

@@ -7,6 +7,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace feather {
 
@@ -19,6 +20,9 @@ inline constexpr int kMaxInputNesting = 64;
 // Offset of the first byte of `text` that does not belong to a well-formed UTF-8 sequence
 // (overlong forms, surrogates and code points above U+10FFFF included), or nullopt. O(size).
 [[nodiscard]] std::optional<size_t> FirstInvalidUtf8(std::string_view text);
+// The lines of `text`, split at '\n' with a trailing '\r' dropped (CRLF files read like LF
+// ones); no entry after a final newline. The views point into `text`. O(size).
+[[nodiscard]] std::vector<std::string_view> SplitLines(std::string_view text);
 // The whole file. InputError (under `key`, without a line) "cannot open the <what>: <reason>"
 // when it cannot be opened, and "cannot read the <what>: <reason>" when reading fails (a
 // directory: "Is a directory"; /proc/self/mem: "Input/output error"): a failed read is never

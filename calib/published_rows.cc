@@ -10,6 +10,7 @@
 #include <utility>
 
 #include "base/input_error.h"
+#include "base/input_text.h"
 #include "calib/rows_csv.h"
 
 namespace feather::calib {
@@ -24,42 +25,7 @@ constexpr std::string_view kVidurLeftOutOps[] = {"input_layernorm", "post_attent
 constexpr double kNsPerMs = 1e6;
 constexpr double kAboutTolerance = 0.25;
 
-// Problems of one file: the first 20 kept, the rest counted.
-class Problems {
- public:
-  explicit Problems(std::string file) : file_(std::move(file)) {}
-  void Add(uint32_t line, std::string key, std::string message) {
-    if (problems_.size() < 20) {
-      problems_.push_back({file_, line, std::move(key), std::move(message)});
-    } else {
-      ++more_;
-    }
-  }
-  void ThrowIfAny() {
-    if (problems_.empty()) return;
-    if (more_ > 0) problems_.push_back({file_, 0, "", std::to_string(more_) + " more problems"});
-    throw InputError(std::move(problems_));
-  }
-  [[nodiscard]] bool empty() const { return problems_.empty(); }
-
- private:
-  std::string file_;
-  std::vector<InputProblem> problems_;
-  size_t more_ = 0;
-};
-
-std::vector<std::string_view> Lines(std::string_view text) {
-  std::vector<std::string_view> lines;
-  for (size_t start = 0; start < text.size();) {
-    size_t end = text.find('\n', start);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(start, end - start);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    lines.push_back(line);
-    start = end + 1;
-  }
-  return lines;
-}
+using Problems = CappedInputProblems;
 
 bool Blank(std::string_view line) { return line.find_first_not_of(" \t") == std::string::npos; }
 
@@ -88,7 +54,7 @@ struct Table {
 
 Table ReadTable(std::string_view text, Problems& problems) {
   Table table;
-  const std::vector<std::string_view> lines = Lines(text);
+  const std::vector<std::string_view> lines = SplitLines(text);
   for (size_t n = 0; n < lines.size(); ++n) {
     const auto line = static_cast<uint32_t>(n + 1);
     if (Blank(lines[n]) || lines[n].front() == '#') continue;
@@ -472,7 +438,7 @@ RatioCheck CheckRatio(const RatioRow& row, const StepPricer& pricer) {
 }
 
 RowsFileKind DetectRowsFileKind(std::string_view text, const std::string& display_name) {
-  const std::vector<std::string_view> lines = Lines(text.substr(0, 1 << 16));
+  const std::vector<std::string_view> lines = SplitLines(text.substr(0, 1 << 16));
   const std::string_view first = lines.empty() ? std::string_view() : lines.front();
   if (first == kDecodeMagic) return RowsFileKind::kDecodePoints;
   if (first == kRatioMagic) return RowsFileKind::kRatios;

@@ -99,33 +99,8 @@ std::string RowsToCsv(std::span<const std::string> labels, std::span<const Measu
 }
 
 std::vector<LabeledRow> ParseRowsCsv(std::string_view text, const std::string& display_name) {
-  // The first kMaxShown problems are kept, the rest counted (a wrong file would drown the user).
-  constexpr size_t kMaxShown = 20;
-  std::vector<InputProblem> problems;
-  size_t more = 0;
-  auto problem = [&](uint32_t line, std::string column, std::string message) {
-    if (problems.size() < kMaxShown) {
-      problems.push_back({display_name, line, std::move(column), std::move(message)});
-    } else {
-      ++more;
-    }
-  };
-  auto throw_if_problems = [&] {
-    if (problems.empty()) return;
-    if (more > 0) {
-      problems.push_back({display_name, 0, "", std::to_string(more) + " more problems not shown"});
-    }
-    throw InputError(std::move(problems));
-  };
-  std::vector<std::string_view> lines;
-  for (size_t start = 0; start < text.size();) {
-    size_t end = text.find('\n', start);
-    if (end == std::string_view::npos) end = text.size();
-    std::string_view line = text.substr(start, end - start);
-    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
-    lines.push_back(line);
-    start = end + 1;
-  }
+  CappedInputProblems problems(display_name);
+  const std::vector<std::string_view> lines = SplitLines(text);
   if (lines.empty()) throw InputError(display_name, 1, "", "empty: expected a header line");
 
   // Header: every required column once; holdout and predicted_total_ns may be there.
@@ -143,15 +118,15 @@ std::vector<LabeledRow> ParseRowsCsv(std::string_view text, const std::string& d
     for (size_t r = 0; r < required.size(); ++r) {
       if (required[r] != name) continue;
       known = true;
-      if (index[r] != kAbsent) problem(1, name, "column given twice");
+      if (index[r] != kAbsent) problems.Add(1, name, "column given twice");
       index[r] = col;
     }
-    if (!known) problem(1, name, "unknown column (rows_csv.h lists the columns)");
+    if (!known) problems.Add(1, name, "unknown column (rows_csv.h lists the columns)");
   }
   for (size_t r = 0; r < required.size(); ++r) {
-    if (index[r] == kAbsent) problem(1, required[r], "missing column");
+    if (index[r] == kAbsent) problems.Add(1, required[r], "missing column");
   }
-  throw_if_problems();
+  problems.ThrowIfAny();
 
   std::vector<LabeledRow> rows;
   for (size_t n = 1; n < lines.size(); ++n) {
@@ -159,11 +134,11 @@ std::vector<LabeledRow> ParseRowsCsv(std::string_view text, const std::string& d
     if (lines[n].find_first_not_of(" \t") == std::string_view::npos) continue;
     const std::optional<std::vector<std::string>> cells = SplitCsvCells(lines[n]);
     if (!cells) {
-      problem(line, "", "unterminated quote");
+      problems.Add(line, "", "unterminated quote");
       continue;
     }
     if (cells->size() != header->size()) {
-      problem(line, "", std::to_string(cells->size()) + " cells, the header has " +
+      problems.Add(line, "", std::to_string(cells->size()) + " cells, the header has " +
                             std::to_string(header->size()));
       continue;
     }
@@ -175,7 +150,7 @@ std::vector<LabeledRow> ParseRowsCsv(std::string_view text, const std::string& d
       const auto [end, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), value);
       if (ec != std::errc() || end != cell.data() + cell.size() || !std::isfinite(value) ||
           value < 0) {
-        problem(line, required[r], "expected a finite number >= 0, got '" + cell + "'");
+        problems.Add(line, required[r], "expected a finite number >= 0, got '" + cell + "'");
         return std::nullopt;
       }
       return value;
@@ -185,7 +160,7 @@ std::vector<LabeledRow> ParseRowsCsv(std::string_view text, const std::string& d
       int64_t value = 0;
       const auto [end, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), value);
       if (ec != std::errc() || end != cell.data() + cell.size() || value < 0) {
-        problem(line, required[r], "expected whole nanoseconds >= 0, got '" + cell + "'");
+        problems.Add(line, required[r], "expected whole nanoseconds >= 0, got '" + cell + "'");
         return std::nullopt;
       }
       return value;
@@ -209,9 +184,9 @@ std::vector<LabeledRow> ParseRowsCsv(std::string_view text, const std::string& d
     rows.push_back(std::move(row));
   }
   if (rows.empty() && problems.empty()) {
-    problem(static_cast<uint32_t>(lines.size()), "", "no rows after the header");
+    problems.Add(static_cast<uint32_t>(lines.size()), "", "no rows after the header");
   }
-  throw_if_problems();
+  problems.ThrowIfAny();
   return rows;
 }
 

@@ -9,10 +9,12 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "sim/engine/device_profile.h"
 #include "base/input_error.h"
+#include "base/input_text.h"
 #include "sim/engine/model_config.h"
 #include "sim/io/device_profile_yaml.h"
 #include "sim/io/model_config_yaml.h"
@@ -295,6 +297,32 @@ TEST(ReadTextFileTest, FailedReadsAndDirectoriesAreNamed) {
   if (!std::ifstream("/proc/self/mem")) GTEST_SKIP() << "/proc/self/mem cannot be opened here";
   EXPECT_EQ(ErrorOf([] { (void)ReadTextFile("/proc/self/mem", "scenario file"); }),
             "/proc/self/mem: cannot read the scenario file: Input/output error");
+}
+
+}  // namespace
+}  // namespace feather
+
+namespace feather {
+namespace {
+
+TEST(SplitLinesTest, CrlfAndAFinalNewlineReadLikeLf) {
+  EXPECT_EQ(SplitLines(""), std::vector<std::string_view>{});
+  EXPECT_EQ(SplitLines("a\r\nb\n"), (std::vector<std::string_view>{"a", "b"}));
+  EXPECT_EQ(SplitLines("a\n\nb"), (std::vector<std::string_view>{"a", "", "b"}));
+}
+
+TEST(CappedInputProblemsTest, KeepsTheFirstAndCountsTheRest) {
+  CappedInputProblems problems("f.csv", 2);
+  problems.ThrowIfAny();  // nothing to throw
+  for (uint32_t line = 1; line <= 5; ++line) problems.Add(line, "k", "bad");
+  try {
+    problems.ThrowIfAny();
+    FAIL() << "expected InputError";
+  } catch (const InputError& e) {
+    ASSERT_EQ(e.problems().size(), 3u);
+    EXPECT_EQ(e.problems()[1].ToString(), "f.csv:2: k: bad");
+    EXPECT_EQ(e.problems()[2].ToString(), "f.csv: 3 more problems not shown");
+  }
 }
 
 }  // namespace
