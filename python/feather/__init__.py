@@ -6,6 +6,8 @@ The C++ core through a thin binding (names follow the C++ in snake_case):
   ``find_best``, ``add_to_batch``, ``finish``, ``remove``, ``requeue``).
 - ``make_stop_policy`` / ``stop_policy_from_scenario`` and ``StopPolicy``: the stop policies
   (``decide``, ``on_step_executed`` with the step's reward, ``save`` / ``load``).
+- ``Simulation``: a scenario's serving loop one step at a time (``schedule``, ``complete``), for
+  harnesses that run another scheduler in lockstep (``feather.vllm.conformance``).
 - ``run``: ``feather run`` on a scenario, returning summary.json as a dict; ``read_results``
   reads the run's results.h5 into numpy arrays.
 
@@ -19,6 +21,7 @@ from feather._feather import (
     HashScheme,
     InputError,
     PrefixSignal,
+    Simulation,
     StateBins,
     StepFeedback,
     StopContext,
@@ -41,6 +44,7 @@ __all__ = [
     "InputError",
     "PrefixSignal",
     "Results",
+    "Simulation",
     "StateBins",
     "StepFeedback",
     "StopContext",

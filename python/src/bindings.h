@@ -11,6 +11,7 @@ namespace feather::python {
 
 void BindChunkedHashTree(nanobind::module_& m);  // cht_bindings.cc
 void BindStopPolicies(nanobind::module_& m);     // stop_policy_bindings.cc
-void BindRun(nanobind::module_& m);              // run_bindings.cc: the only file with sim/ and cli/
+void BindRun(nanobind::module_& m);              // run_bindings.cc: sim/ and cli/
+void BindSimulation(nanobind::module_& m);       // simulation_bindings.cc: sim/, step by step
 
 }  // namespace feather::python

@@ -12,4 +12,5 @@ NB_MODULE(_feather, m) {
   feather::python::BindChunkedHashTree(m);
   feather::python::BindStopPolicies(m);
   feather::python::BindRun(m);
+  feather::python::BindSimulation(m);
 }

@@ -1,8 +1,8 @@
 // run_bindings.cc: scenario runs from Python — feather.run's core (the `feather run` driver,
 // cli/run_command.h) and the stop policy a scenario configures (sim/io/scenario_run.h).
 //
-// The only file of python/ that includes sim/ or cli/ headers, so a reorganization of those
-// folders touches these lines alone. Bad scenarios throw feather::InputError, raised in Python as
+// With simulation_bindings.cc, the only files of python/ that include sim/ or cli/ headers, so a
+// reorganization of those folders touches these lines alone. Bad scenarios throw feather::InputError, raised in Python as
 // feather.InputError (a ValueError) with the loader's "FILE:LINE: KEY: message" lines.
 #include <memory>
 #include <optional>

@@ -203,6 +203,7 @@ void Simulator::Preempt(RequestId victim) {
   Timed([&] { selector_.OnPreempt(victim); });
   ++preemptions_;
   ++records_.requests[victim].preemptions;
+  preempted_this_step_.push_back(victim);
 }
 
 bool Simulator::ScheduleRunning(uint32_t& budget_tokens) {
@@ -431,6 +432,7 @@ void Simulator::CompleteStep(const BatchPlan& plan, const StepTiming& timing,
 std::optional<SchedulePlan> Simulator::Schedule() {
   FEATHER_CHECK(!awaiting_completion_, "Schedule() called twice without Complete()");
   const size_t total = workload_.size();
+  preempted_this_step_.clear();
   while (finished_ + rejected_ < total) {
     if (config_.max_sim_ns > 0 && now_ns_ >= config_.max_sim_ns) break;
     if (config_.max_steps > 0 && records_.steps.size() >= config_.max_steps) break;
@@ -467,7 +469,7 @@ std::optional<SchedulePlan> Simulator::Schedule() {
     pending_scheduler_ns_ = 0;
     now_ns_ += scheduler_ns;
     awaiting_completion_ = true;
-    return SchedulePlan{BuildPlan(), scheduler_ns, admitted_this_step_};
+    return SchedulePlan{BuildPlan(), scheduler_ns, admitted_this_step_, preempted_this_step_};
   }
   return std::nullopt;
 }

@@ -81,6 +81,10 @@ struct SchedulePlan {
   BatchPlan batch;
   int64_t scheduler_ns = 0;  // scheduler time charged before the step (already added to now)
   uint32_t admitted = 0;     // requests admitted while forming this batch
+  // Requests preempted while forming this step, in preemption order (a conformance harness
+  // compares them with vLLM's preempted_req_ids). Includes preemptions of scheduling rounds that
+  // ended with an empty batch and were retried at the same time without a step.
+  std::span<const RequestId> preempted;
 };
 
 struct SimResult {
@@ -123,6 +127,8 @@ class Simulator {
   [[nodiscard]] std::optional<SchedulePlan> Schedule();
   void Complete(const SchedulePlan& plan, const StepTiming& timing);
   [[nodiscard]] SimResult TakeResult();
+  // Simulated time now: after Schedule(), the moment the step it returned starts.
+  [[nodiscard]] int64_t NowNs() const { return now_ns_; }
 
  private:
   enum class Phase : uint8_t { kNotArrived, kWaiting, kRunning, kFinished, kRejected };
@@ -186,6 +192,7 @@ class Simulator {
   std::vector<uint64_t> chain_offset_;   // request i: [chain_offset_[i], chain_offset_[i+1])
   std::vector<RequestId> running_;       // admission order (victim = back)
   std::vector<RequestId> scratch_ids_;
+  std::vector<RequestId> preempted_this_step_;  // SchedulePlan::preempted
   std::vector<StepRequest> plan_requests_;
   std::vector<StepRequest> decode_requests_;  // RewardStepNs scratch
   std::vector<float> token_gaps_ms_;  // every inter-token gap, for TBT statistics
