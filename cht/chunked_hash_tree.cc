@@ -314,7 +314,7 @@ void ChunkedHashTree::Repair(uint32_t from, uint32_t segment_top) {
 // ---------------------------------------------------------------------------------------------
 // Insert.
 
-void ChunkedHashTree::Insert(RequestId id, std::span<const Token> tokens) {
+void ChunkedHashTree::Insert(RequestId id, PromptView tokens) {
   RequestSlot& slot = SlotFor(id);
   FEATHER_CHECK(slot.state == State::kAbsent, "Insert of a request id already present");
   ComputePrefixHashes(config_.hash_scheme, tokens, config_.chunk_tokens, hashes_[id]);

@@ -102,8 +102,9 @@ class ChunkedHashTree {
 
   [[nodiscard]] const ChtConfig& config() const { return config_; }
 
-  // Registers a waiting request from its prompt tokens. Precondition: `id` is not present.
-  void Insert(RequestId id, std::span<const Token> tokens);
+  // Registers a waiting request from its prompt tokens (a view: a shared head and the request's
+  // own tail, or any contiguous span). Precondition: `id` is not present.
+  void Insert(RequestId id, PromptView tokens);
   // Registers a waiting request from its cumulative chunk hashes (e.g. a trace's block ids).
   void InsertHashes(RequestId id, std::span<const PrefixHash> hashes);
 

@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/prompt_view.h"
 #include "base/types.h"
 
 namespace feather {
@@ -29,16 +30,17 @@ enum class HashScheme : uint8_t { kStreaming, kChained };
 }
 
 // Replaces `out` with the streaming-scheme hash vector of `tokens`. `out` keeps its capacity, so a
-// reused vector makes this allocation-free.
-void ComputeStreamingHashes(std::span<const Token> tokens, uint32_t chunk_tokens,
+// reused vector makes this allocation-free. Every function here takes a PromptView (a contiguous
+// span converts to one): the hashes depend on the tokens only, not on how they are stored.
+void ComputeStreamingHashes(PromptView tokens, uint32_t chunk_tokens,
                             std::vector<PrefixHash>& out);
 
 // Replaces `out` with the chained-scheme hash vector. With `threads` > 1 the per-chunk hashes are
 // computed by that many threads (started per call: worth it only for very long prompts).
-void ComputeChainedHashes(std::span<const Token> tokens, uint32_t chunk_tokens,
+void ComputeChainedHashes(PromptView tokens, uint32_t chunk_tokens,
                           std::vector<PrefixHash>& out, unsigned threads = 1);
 
-void ComputePrefixHashes(HashScheme scheme, std::span<const Token> tokens, uint32_t chunk_tokens,
+void ComputePrefixHashes(HashScheme scheme, PromptView tokens, uint32_t chunk_tokens,
                          std::vector<PrefixHash>& out);
 
 }  // namespace feather

@@ -56,7 +56,7 @@ const KvCache::RequestState* KvCache::Find(RequestId id) const {
   return id < requests_.size() ? &requests_[id] : nullptr;
 }
 
-uint32_t KvCache::HitBlocks(std::span<const PrefixHash> chain, uint32_t prompt_tokens) const {
+uint32_t KvCache::HitBlocks(ChainView chain, uint32_t prompt_tokens) const {
   if (!config_.prefix_caching || prompt_tokens == 0) return 0;
   // vLLM caps the hit at prompt_tokens - 1 so the last prompt token is recomputed for logits.
   const size_t cap = std::min<size_t>(chain.size(), (prompt_tokens - 1) / config_.block_tokens);
@@ -65,7 +65,7 @@ uint32_t KvCache::HitBlocks(std::span<const PrefixHash> chain, uint32_t prompt_t
   return static_cast<uint32_t>(hits);
 }
 
-uint32_t KvCache::LookupCachedTokens(std::span<const PrefixHash> chain,
+uint32_t KvCache::LookupCachedTokens(ChainView chain,
                                      uint32_t prompt_tokens) const {
   return HitBlocks(chain, prompt_tokens) * config_.block_tokens;
 }
@@ -104,7 +104,7 @@ uint32_t KvCache::QueuePopFront() {
   return block;
 }
 
-bool KvCache::Allocate(RequestId id, std::span<const PrefixHash> chain, uint32_t prompt_tokens,
+bool KvCache::Allocate(RequestId id, ChainView chain, uint32_t prompt_tokens,
                        uint32_t total_tokens) {
   const uint64_t required = BlocksFor(total_tokens, config_.block_tokens);
   const RequestState* existing = Find(id);
@@ -176,7 +176,7 @@ uint32_t KvCache::CachedTokens(RequestId id) const {
   return state == nullptr ? 0 : state->cached_tokens;
 }
 
-void KvCache::RegisterPromptBlocks(RequestId id, std::span<const PrefixHash> chain,
+void KvCache::RegisterPromptBlocks(RequestId id, ChainView chain,
                                    uint32_t through_tokens) {
   RequestState* state = id < requests_.size() ? &requests_[id] : nullptr;
   FEATHER_CHECK(state != nullptr && state->table != kNoBlock,

@@ -111,29 +111,21 @@ Simulator::Simulator(const ServingConfig& config, const Workload& workload,
   const size_t n = workload.size();
   state_.resize(n);
   records_.requests.resize(n);
-  chain_offset_.resize(n + 1, 0);
   for (size_t i = 0; i < n; ++i) {
     const auto prompt = static_cast<uint32_t>(workload.prompts.Prompt(i).size());
     state_[i].prompt_tokens = prompt;
     state_[i].output_target = workload.output_tokens[i];
-    chain_offset_[i + 1] = chain_offset_[i] + prompt / config.block_tokens;
     RequestRecord& record = records_.requests[i];
     record.arrival_ns = workload.arrival_ns[i];
     record.prompt_tokens = prompt;
     record.prefix_group = workload.prompts.group[i];
   }
-  // Block-hash chains of every prompt, computed once (vLLM hashes on arrival too).
-  chain_arena_.reserve(chain_offset_[n]);
-  const BlockHashTable hasher(BlockHashConfig{.block_tokens = config.block_tokens});
-  for (size_t i = 0; i < n; ++i) hasher.ComputeChain(workload.prompts.Prompt(i), chain_arena_);
-  FEATHER_CHECK(chain_arena_.size() == chain_offset_[n], "chain arena size mismatch");
+  // Block-hash chains of every prompt, computed once (vLLM hashes on arrival too); a shared
+  // prefix's hashes once for all the requests that share it.
+  chains_ = PromptChains(workload.prompts, config.block_tokens);
   running_.reserve(config.max_num_seqs);
   plan_requests_.reserve(config.max_num_seqs);
   decode_requests_.reserve(config.max_num_seqs);
-}
-
-std::span<const PrefixHash> Simulator::ChainOf(RequestId id) const {
-  return {chain_arena_.data() + chain_offset_[id], chain_arena_.data() + chain_offset_[id + 1]};
 }
 
 template <typename Fn>

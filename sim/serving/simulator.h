@@ -167,7 +167,7 @@ class Simulator {
   [[nodiscard]] int64_t RewardStepNs(const BatchPlan& plan, const StepTiming& timing,
                                      int64_t decode_ns) const;
   void FinishRequest(RequestId id);
-  [[nodiscard]] std::span<const PrefixHash> ChainOf(RequestId id) const;
+  [[nodiscard]] ChainView ChainOf(RequestId id) const { return chains_.ChainOf(id); }
   [[nodiscard]] RunSummary Summarize() const;
 
   // Timed calls into the selector and policy (charged under kMeasured).
@@ -182,8 +182,7 @@ class Simulator {
   KvCache kv_;
 
   std::vector<RequestState> state_;
-  std::vector<PrefixHash> chain_arena_;  // every prompt's block-hash chain, back to back
-  std::vector<uint64_t> chain_offset_;   // request i: [chain_offset_[i], chain_offset_[i+1])
+  PromptChains chains_;  // every prompt's block-hash chain, shared heads' hashes stored once
   std::vector<RequestId> running_;       // admission order (victim = back)
   std::vector<RequestId> scratch_ids_;
   std::vector<StepRequest> plan_requests_;
