@@ -546,6 +546,7 @@ void ChunkedHashTree::Finish(RequestId id) {
   if (survivor != kRoot && nodes_[survivor].children == 1 && nodes_[survivor].terminals == 0) {
     MergeIntoOnlyChild(survivor, hashes);
   }
+  ReleaseHashes(id);
   cache_valid_ = false;
 }
 
@@ -569,8 +570,14 @@ void ChunkedHashTree::Remove(RequestId id) {
   if (survivor != kRoot && nodes_[survivor].children == 1 && nodes_[survivor].terminals == 0) {
     MergeIntoOnlyChild(survivor, hashes);
   }
+  ReleaseHashes(id);
   cache_valid_ = false;
 }
+
+// A request that left the tree needs its hash vector no more (nodes are freed with the hashes of
+// their last member, which is still present then): give the memory back, so the tree's memory
+// follows the requests present, not every request ever inserted.
+void ChunkedHashTree::ReleaseHashes(RequestId id) { std::vector<PrefixHash>().swap(hashes_[id]); }
 
 // Drops the request from the node structure: nodes no request passes through any more are freed
 // (they form the bottom of its path). Returns the deepest surviving node of the path; if the

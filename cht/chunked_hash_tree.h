@@ -199,6 +199,7 @@ class ChunkedHashTree {
   static constexpr uint32_t kRequestBit = 0x80000000u;
 
   void InsertPrepared(RequestId id);
+  void ReleaseHashes(RequestId id);
   [[nodiscard]] uint32_t DeepestExistingLevel(std::span<const PrefixHash> hashes) const;
   uint32_t SplitNode(uint32_t node, uint32_t cut_level, std::span<const PrefixHash> hashes);
   void AttachAsWaiting(RequestId id, uint32_t segment_top);
@@ -226,7 +227,7 @@ class ChunkedHashTree {
 
   ChtConfig config_;
   std::vector<RequestSlot> requests_;
-  std::vector<std::vector<PrefixHash>> hashes_;  // per id; kept for table maintenance
+  std::vector<std::vector<PrefixHash>> hashes_;  // per id while present; for table maintenance
   std::vector<Node> nodes_;
   std::vector<Queue> queues_;  // per node
   std::vector<uint32_t> free_nodes_;

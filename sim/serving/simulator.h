@@ -41,6 +41,7 @@
 #include <string>
 #include <vector>
 
+#include "base/flat_hash_map.h"
 #include "policies/selector.h"
 #include "policies/stop_policy.h"
 #include "sim/engine/engine.h"
@@ -187,7 +188,13 @@ class Simulator {
   std::vector<RequestId> scratch_ids_;
   std::vector<StepRequest> plan_requests_;
   std::vector<StepRequest> decode_requests_;  // RewardStepNs scratch
-  std::vector<float> token_gaps_ms_;  // every inter-token gap, for TBT statistics
+  // Inter-token gaps, for TBT statistics: their sum (in the order they occur) and how often each
+  // distinct value occurs (key: the float's bits). A run has far fewer distinct gaps (step
+  // durations) than gaps (one per generated token: 4 M at 20K requests), so this gives the exact
+  // mean and p99 in O(distinct gaps) memory instead of a vector of every gap.
+  double token_gap_sum_ms_ = 0;
+  uint64_t token_gaps_ = 0;
+  FlatHashMap<uint32_t, uint64_t> token_gap_counts_;
   RunRecords records_;
   std::vector<UnservableRequest> unservable_;
 

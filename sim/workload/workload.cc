@@ -345,9 +345,19 @@ PromptStore BuildPrompts(const WorkloadSpec& spec, uint64_t seed) {
   const PromptPlan plan = PlanPrompts(spec, seed);
   const uint64_t n = spec.requests;
   PromptStore set;
-  uint64_t own_tokens = 0;
-  for (const uint32_t len : plan.length_tokens) own_tokens += len;
-  set.Reserve(n, own_tokens);
+  // Reserve exactly what will be stored: every request's own tokens and each distinct head once.
+  uint64_t stored_tokens = 0;
+  for (const uint32_t len : plan.length_tokens) stored_tokens += len;
+  if (s.kind == SharingKind::kGroups || s.kind == SharingKind::kTwoPrefixes ||
+      s.kind == SharingKind::kRadix) {
+    FlatHashMap<uint32_t, uint8_t> heads;
+    for (const uint32_t g : plan.group) heads.Insert(g, 0);
+    const uint64_t head_tokens = s.kind == SharingKind::kRadix
+                                     ? uint64_t{s.levels} * s.level_tokens
+                                     : uint64_t{s.prefix_tokens};
+    stored_tokens += heads.size() * head_tokens;
+  }  // kFractional: its common segment is inside the lengths' sum (the longest shared part)
+  set.Reserve(n, stored_tokens);
   Rng unique_rng = StreamRng(seed, kUniqueSalt);
 
   // Where each distinct head is stored: dense for groups and the two prefixes, a flat hash map
