@@ -138,6 +138,7 @@ class KvCache {
   std::vector<RequestState> requests_;
   std::vector<std::vector<uint32_t>> tables_;
   std::vector<uint32_t> free_tables_;
+  std::vector<uint32_t> hit_scratch_;  // Allocate: the hit blocks of a first call
 };
 
 }  // namespace feather

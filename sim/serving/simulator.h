@@ -194,7 +194,12 @@ class Simulator {
   // mean and p99 in O(distinct gaps) memory instead of a vector of every gap.
   double token_gap_sum_ms_ = 0;
   uint64_t token_gaps_ = 0;
-  FlatHashMap<uint32_t, uint64_t> token_gap_counts_;
+  // Counts in token_gap_counts_ lag by the current run of equal gaps (FlushGapRun adds it);
+  // mutable so that Summarize() const can flush.
+  mutable FlatHashMap<uint32_t, uint64_t> token_gap_counts_;
+  mutable uint32_t gap_run_bits_ = 0;
+  mutable uint64_t gap_run_length_ = 0;
+  void FlushGapRun(uint32_t next_bits) const;
   RunRecords records_;
   std::vector<UnservableRequest> unservable_;
 
