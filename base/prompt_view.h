@@ -18,7 +18,8 @@
 // generate: the shared part of a prompt is always a prefix, and a prefix made of several shared
 // segments (radix levels, trace blocks) is stored once as one run per distinct path.
 //
-// A view is two std::spans (32 bytes), cheap to copy and pass by value; it borrows the storage.
+// A view is two std::spans and a key naming its head (40 bytes), cheap to copy and pass by
+// value; it borrows the storage.
 // A plain contiguous sequence converts implicitly (head = all of it, tail empty), so code and
 // tests holding a std::span or a std::vector pass it where a view is expected.
 //
@@ -27,6 +28,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <vector>
 
@@ -43,9 +45,14 @@ class TwoPieceView {
   TwoPieceView(const std::vector<T>& whole)  // NOLINT(google-explicit-constructor)
       : head_(whole.data(), whole.size()) {}
   // head then tail. An empty head makes the tail the head (so head() is empty only when the
-  // whole view is).
-  TwoPieceView(std::span<const T> head, std::span<const T> tail)
-      : head_(head.empty() ? tail : head), tail_(head.empty() ? std::span<const T>{} : tail) {}
+  // whole view is). `head_key`, when not 0, names where the head's contents come from: two
+  // views whose heads carry the same key (from the same store) agree on their heads' common
+  // length (both are prefixes of one stored run), so a reader may compute what depends on the
+  // first n head elements once per (key, n): the CHT hashes a shared prefix once. 0: unknown.
+  TwoPieceView(std::span<const T> head, std::span<const T> tail, uint64_t head_key = 0)
+      : head_(head.empty() ? tail : head),
+        tail_(head.empty() ? std::span<const T>{} : tail),
+        head_key_(head.empty() ? 0 : head_key) {}
 
   [[nodiscard]] size_t size() const { return head_.size() + tail_.size(); }
   [[nodiscard]] bool empty() const { return head_.empty(); }
@@ -54,10 +61,11 @@ class TwoPieceView {
   }
   [[nodiscard]] std::span<const T> head() const { return head_; }
   [[nodiscard]] std::span<const T> tail() const { return tail_; }
+  [[nodiscard]] uint64_t head_key() const { return head_key_; }
   // Whether the view is one contiguous piece (then head() is all of it).
   [[nodiscard]] bool contiguous() const { return tail_.empty(); }
 
-  // The first n elements (n <= size()).
+  // The first n elements (n <= size()). Sub-views carry no head key.
   [[nodiscard]] TwoPieceView first(size_t n) const {
     if (n <= head_.size()) return TwoPieceView(head_.first(n));
     return TwoPieceView(head_, tail_.first(n - head_.size()));
@@ -90,6 +98,7 @@ class TwoPieceView {
  private:
   std::span<const T> head_;
   std::span<const T> tail_;
+  uint64_t head_key_ = 0;
 };
 
 // A prompt's tokens, and a prompt's block-hash chain (hash i covers blocks [0, i]).

@@ -5,6 +5,7 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <cstring>
 #include <thread>
 
 #include "base/check.h"
@@ -102,6 +103,74 @@ void ComputePrefixHashes(HashScheme scheme, PromptView tokens, uint32_t chunk_to
   } else {
     ComputeChainedHashes(tokens, chunk_tokens, out);
   }
+}
+
+namespace {
+
+static_assert(sizeof(XXH64_state_t) <= sizeof(PrefixHashResume::streaming));
+
+// Chunks [first, last) of `tokens`, appended to `out`, continuing from `resume` (updated).
+void HashChunksResumable(HashScheme scheme, PromptView tokens, uint32_t chunk_tokens,
+                         uint32_t first, uint32_t last, PrefixHashResume& resume,
+                         std::vector<PrefixHash>& out) {
+  thread_local std::vector<Token> straddle;
+  if (scheme == HashScheme::kStreaming) {
+    XXH64_state_t state;
+    std::memcpy(&state, resume.streaming, sizeof(state));
+    for (uint32_t c = first; c < last; ++c) {
+      const size_t begin = size_t{c} * chunk_tokens;
+      const size_t len = std::min<size_t>(chunk_tokens, tokens.size() - begin);
+      tokens.subview(begin, len).ForEachPiece([&](std::span<const Token> piece) {
+        XXH64_update(&state, piece.data(), piece.size() * sizeof(Token));
+      });
+      out.push_back(XXH64_digest(&state));
+    }
+    std::memcpy(resume.streaming, &state, sizeof(state));
+    return;
+  }
+  PrefixHash previous = resume.last;
+  for (uint32_t c = first; c < last; ++c) {
+    const size_t begin = size_t{c} * chunk_tokens;
+    const size_t len = std::min<size_t>(chunk_tokens, tokens.size() - begin);
+    const PromptView chunk = tokens.subview(begin, len);
+    PrefixHash local = 0;
+    if (chunk.contiguous()) {
+      local = XXH3_64bits(chunk.head().data(), len * sizeof(Token));
+    } else {
+      straddle.resize(len);
+      chunk.CopyTo(straddle.data());
+      local = XXH3_64bits(straddle.data(), len * sizeof(Token));
+    }
+    const PrefixHash pair[2] = {previous, local};
+    previous = XXH3_64bits(pair, sizeof(pair));
+    out.push_back(previous);
+  }
+  resume.last = previous;
+}
+
+}  // namespace
+
+void PrefixHashesUpTo(HashScheme scheme, PromptView tokens, uint32_t chunk_tokens, uint32_t k,
+                      std::vector<PrefixHash>& out, PrefixHashResume& resume) {
+  FEATHER_CHECK(chunk_tokens > 0 && size_t{k} * chunk_tokens <= tokens.size(),
+                "PrefixHashesUpTo: k chunks must lie inside the tokens");
+  resume = PrefixHashResume{};
+  resume.last = kChainInit;
+  XXH64_state_t state;
+  XXH64_reset(&state, kStreamingSeed);
+  std::memcpy(resume.streaming, &state, sizeof(state));
+  out.clear();
+  HashChunksResumable(scheme, tokens, chunk_tokens, 0, k, resume, out);
+}
+
+void PrefixHashesFrom(HashScheme scheme, PromptView tokens, uint32_t chunk_tokens, uint32_t k,
+                      const PrefixHashResume& resume, std::vector<PrefixHash>& out) {
+  FEATHER_CHECK(chunk_tokens > 0 && size_t{k} * chunk_tokens <= tokens.size(),
+                "PrefixHashesFrom: k chunks must lie inside the tokens");
+  PrefixHashResume state = resume;
+  out.clear();
+  HashChunksResumable(scheme, tokens, chunk_tokens, k, NumChunks(tokens.size(), chunk_tokens),
+                      state, out);
 }
 
 }  // namespace feather

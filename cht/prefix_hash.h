@@ -43,4 +43,22 @@ void ComputeChainedHashes(PromptView tokens, uint32_t chunk_tokens,
 void ComputePrefixHashes(HashScheme scheme, PromptView tokens, uint32_t chunk_tokens,
                          std::vector<PrefixHash>& out);
 
+// Resumable hashing, for prompts whose heads are shared: hash a head's first k chunks once
+// (PrefixHashesUpTo), keep the state after them, and hash each prompt's chunks k.. from that
+// state (PrefixHashesFrom). PrefixHashesUpTo(t, k) followed by PrefixHashesFrom(t, k) gives
+// ComputePrefixHashes(t) exactly, for either scheme.
+struct PrefixHashResume {
+  PrefixHash last = 0;  // kChained: h_k (h_0 = the scheme's initial value)
+  alignas(8) unsigned char streaming[88] = {};  // kStreaming: the XXH64 state after chunk k
+};
+
+// Replaces `out` with h_1..h_k of `tokens` (k * chunk_tokens <= size) and sets `resume` to the
+// state after chunk k. O(k * chunk_tokens).
+void PrefixHashesUpTo(HashScheme scheme, PromptView tokens, uint32_t chunk_tokens, uint32_t k,
+                      std::vector<PrefixHash>& out, PrefixHashResume& resume);
+// Replaces `out` with h_{k+1}..h_C of `tokens`, `resume` being the state after chunk k of the
+// same tokens. O(size - k * chunk_tokens).
+void PrefixHashesFrom(HashScheme scheme, PromptView tokens, uint32_t chunk_tokens, uint32_t k,
+                      const PrefixHashResume& resume, std::vector<PrefixHash>& out);
+
 }  // namespace feather

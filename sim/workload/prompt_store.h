@@ -56,7 +56,10 @@ class PromptStore {
   [[nodiscard]] PromptView Prompt(size_t i) const {
     const Entry& e = entries_[i];
     const Token* base = tokens_.data();
-    return PromptView({base + e.head_offset, e.head_tokens}, {base + e.tail_offset, e.tail_tokens});
+    // Head key: where the head starts, + 1 (heads at one offset are prefixes of the same
+    // stored tokens; readers key on it with the head's length).
+    return PromptView({base + e.head_offset, e.head_tokens}, {base + e.tail_offset, e.tail_tokens},
+                      e.head_offset + 1);
   }
   [[nodiscard]] Piece Head(size_t i) const {
     return {entries_[i].head_offset, entries_[i].head_tokens};

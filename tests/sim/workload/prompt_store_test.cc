@@ -7,13 +7,16 @@
 
 #include <gtest/gtest.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <filesystem>
 #include <span>
 #include <string>
 #include <vector>
 
 #include "base/rng.h"
+#include "cht/chunked_hash_tree.h"
 #include "cht/prefix_hash.h"
 #include "policies/block_hash_table.h"
 #include "sim/workload/workload.h"
@@ -121,6 +124,83 @@ TEST(PromptStoreProperty, RealTraceViewsAndChainsMatchTheNaiveCopy) {
   Rng rng(512);
   ExpectViewsMatchCopies(w.prompts, rng);
   EXPECT_LT(w.prompts.StoredTokens(), w.prompts.TotalTokens());
+}
+
+TEST(PromptStoreProperty, ResumedPrefixHashesEqualTheWholeComputation) {
+  for (uint64_t seed = 1; seed <= 6; ++seed) {
+    Rng rng(seed);
+    const Workload w = GenerateWorkload(RandomSpec(SharingKind::kGroups, rng), seed);
+    const PromptSet copy = CopyEachPrompt(w.prompts);
+    std::vector<PrefixHash> whole, head, own;
+    PrefixHashResume resume;
+    for (const HashScheme scheme : {HashScheme::kStreaming, HashScheme::kChained}) {
+      for (size_t i = 0; i < w.prompts.size(); ++i) {
+        const PromptView view = w.prompts.Prompt(i);
+        const uint32_t chunk = 1 + static_cast<uint32_t>(rng.Uniform(30));
+        const auto k = static_cast<uint32_t>(rng.Uniform(view.size() / chunk + 1));
+        ComputePrefixHashes(scheme, copy.Prompt(i), chunk, whole);
+        PrefixHashesUpTo(scheme, view, chunk, k, head, resume);
+        PrefixHashesFrom(scheme, view, chunk, k, resume, own);
+        head.insert(head.end(), own.begin(), own.end());
+        ASSERT_EQ(head, whole) << ToString(scheme) << " prompt " << i << " k " << k;
+      }
+    }
+  }
+}
+
+// The CHT shares the hashes of keyed heads (the store's views) among present requests. A tree
+// fed the store's views and one fed contiguous copies make the same proposals through random
+// arrivals, admissions, finishes, cancellations and preemptions.
+TEST(PromptStoreProperty, ChtOnKeyedViewsMatchesChtOnCopies) {
+  for (uint64_t seed = 1; seed <= 8; ++seed) {
+    Rng rng(seed);
+    const SharingKind kind = seed % 2 == 0 ? SharingKind::kGroups : SharingKind::kRadix;
+    WorkloadSpec spec = RandomSpec(kind, rng);
+    spec.sharing.prefix_tokens = 20 + static_cast<uint32_t>(rng.Uniform(200));
+    const Workload w = GenerateWorkload(spec, seed);
+    const PromptSet copy = CopyEachPrompt(w.prompts);
+    ChtConfig config;
+    config.chunk_tokens = 1 + static_cast<uint32_t>(rng.Uniform(20));
+    config.hash_scheme = seed % 3 == 0 ? HashScheme::kChained : HashScheme::kStreaming;
+    ChunkedHashTree keyed(config);
+    ChunkedHashTree plain(config);
+    std::vector<RequestId> active;
+    size_t next = 0;
+    for (int op = 0; op < 3000; ++op) {
+      const uint64_t pick = rng.Uniform(10);
+      if (pick < 4 && next < w.prompts.size()) {
+        const auto id = static_cast<RequestId>(next++);
+        keyed.Insert(id, w.prompts.Prompt(id));
+        plain.Insert(id, copy.Prompt(id));
+        ASSERT_EQ(keyed.NumChunksOf(id), plain.NumChunksOf(id));
+      } else if (pick < 7) {
+        const std::optional<ChtCandidate> a = keyed.FindBest();
+        ASSERT_EQ(a, plain.FindBest()) << "op " << op;
+        if (a && rng.Uniform(4) != 0) {
+          keyed.AddToBatch(a->request);
+          plain.AddToBatch(a->request);
+          active.push_back(a->request);
+        } else if (a) {
+          keyed.Remove(a->request);
+          plain.Remove(a->request);
+        }
+      } else if (!active.empty()) {
+        const size_t at = rng.Uniform(active.size());
+        const RequestId id = active[at];
+        active.erase(active.begin() + static_cast<std::ptrdiff_t>(at));
+        if (pick == 9) {
+          keyed.Requeue(id);
+          plain.Requeue(id);
+        } else {
+          keyed.Finish(id);
+          plain.Finish(id);
+        }
+      }
+      ASSERT_EQ(keyed.TipLevel(), plain.TipLevel()) << "op " << op;
+      ASSERT_EQ(keyed.NumWaiting(), plain.NumWaiting());
+    }
+    keyed.CheckInvariants();
+  }
 }
 
 TEST(PromptStore, GroupsStoreEachPrefixOnce) {
