@@ -9,8 +9,8 @@
 # Prints a Markdown table on stdout. A size whose estimated peak memory would take more than half
 # of the available memory is not run; its row says so. Prompts are stored once per distinct
 # prefix (sim/workload/prompt_store.h), so memory follows requests, not prompt tokens: the
-# estimate is 2 KB per request (measured: 1.9 KB per request at 100K with CHT, whose waiting
-# queue grows with the run; FCFS about half). Runs go to a temporary folder that is removed at
+# estimate is 2 KB per request (measured: 1.3 KB per request at 100K and 1.1 KB at 1M with CHT,
+# whose waiting queue grows with the run; FCFS 0.7-0.9 KB). Runs go to a temporary folder that is removed at
 # the end.
 set -euo pipefail
 cd "$(dirname "$0")/.."
