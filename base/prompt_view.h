@@ -42,7 +42,7 @@ class TwoPieceView {
   TwoPieceView() = default;
   // A contiguous sequence: the head alone.
   TwoPieceView(std::span<const T> whole) : head_(whole) {}  // NOLINT(google-explicit-constructor)
-  TwoPieceView(const std::vector<T>& whole)  // NOLINT(google-explicit-constructor)
+  TwoPieceView(const std::vector<T>& whole)                 // NOLINT(google-explicit-constructor)
       : head_(whole.data(), whole.size()) {}
   // head then tail. An empty head makes the tail the head (so head() is empty only when the
   // whole view is). `head_key`, when not 0, names where the head's contents come from: two

@@ -373,14 +373,12 @@ uint32_t ChunkedHashTree::DeepestExistingLevel(ChainView hashes) const {
   return lo;
 }
 
-
 // Splits `node` so that a node ends exactly at `cut_level` (start <= cut_level < end). The new
 // upper part takes the node's place under its parent; `node` keeps its id and lower range, so
 // anything pointing at the deeper levels (request leaves, the tip) stays valid. The upper part
 // owns nothing of its own yet: its best is the lower part's when that is inactive, and it
 // publishes the same key its parent already holds, so no ancestor changes.
-uint32_t ChunkedHashTree::SplitNode(uint32_t node, uint32_t cut_level,
-                                    ChainView hashes) {
+uint32_t ChunkedHashTree::SplitNode(uint32_t node, uint32_t cut_level, ChainView hashes) {
   const uint32_t upper = NewNode();
   Node& lower = nodes_[node];
   Node& up = nodes_[upper];

@@ -76,7 +76,8 @@ void ComputeChainedHashes(PromptView view, uint32_t chunk_tokens, std::vector<Pr
     // Threads only pay for very long prompts; those are hashed from a contiguous copy.
     std::vector<Token> copy;
     if (!view.contiguous()) copy = view.ToVector();
-    const std::span<const Token> tokens = view.contiguous() ? view.head() : std::span<const Token>(copy);
+    const std::span<const Token> tokens =
+        view.contiguous() ? view.head() : std::span<const Token>(copy);
     std::vector<std::jthread> workers;
     workers.reserve(threads - 1);
     const uint32_t per_worker = (chunks + threads - 1) / threads;

@@ -32,13 +32,12 @@ enum class HashScheme : uint8_t { kStreaming, kChained };
 // Replaces `out` with the streaming-scheme hash vector of `tokens`. `out` keeps its capacity, so a
 // reused vector makes this allocation-free. Every function here takes a PromptView (a contiguous
 // span converts to one): the hashes depend on the tokens only, not on how they are stored.
-void ComputeStreamingHashes(PromptView tokens, uint32_t chunk_tokens,
-                            std::vector<PrefixHash>& out);
+void ComputeStreamingHashes(PromptView tokens, uint32_t chunk_tokens, std::vector<PrefixHash>& out);
 
 // Replaces `out` with the chained-scheme hash vector. With `threads` > 1 the per-chunk hashes are
 // computed by that many threads (started per call: worth it only for very long prompts).
-void ComputeChainedHashes(PromptView tokens, uint32_t chunk_tokens,
-                          std::vector<PrefixHash>& out, unsigned threads = 1);
+void ComputeChainedHashes(PromptView tokens, uint32_t chunk_tokens, std::vector<PrefixHash>& out,
+                          unsigned threads = 1);
 
 void ComputePrefixHashes(HashScheme scheme, PromptView tokens, uint32_t chunk_tokens,
                          std::vector<PrefixHash>& out);
@@ -48,7 +47,7 @@ void ComputePrefixHashes(HashScheme scheme, PromptView tokens, uint32_t chunk_to
 // state (PrefixHashesFrom). PrefixHashesUpTo(t, k) followed by PrefixHashesFrom(t, k) gives
 // ComputePrefixHashes(t) exactly, for either scheme.
 struct PrefixHashResume {
-  PrefixHash last = 0;  // kChained: h_k (h_0 = the scheme's initial value)
+  PrefixHash last = 0;                          // kChained: h_k (h_0 = the scheme's initial value)
   alignas(8) unsigned char streaming[88] = {};  // kStreaming: the XXH64 state after chunk k
 };
 

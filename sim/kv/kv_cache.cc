@@ -65,8 +65,7 @@ uint32_t KvCache::HitBlocks(ChainView chain, uint32_t prompt_tokens) const {
   return static_cast<uint32_t>(hits);
 }
 
-uint32_t KvCache::LookupCachedTokens(ChainView chain,
-                                     uint32_t prompt_tokens) const {
+uint32_t KvCache::LookupCachedTokens(ChainView chain, uint32_t prompt_tokens) const {
   return HitBlocks(chain, prompt_tokens) * config_.block_tokens;
 }
 
@@ -183,8 +182,7 @@ uint32_t KvCache::CachedTokens(RequestId id) const {
   return state == nullptr ? 0 : state->cached_tokens;
 }
 
-void KvCache::RegisterPromptBlocks(RequestId id, ChainView chain,
-                                   uint32_t through_tokens) {
+void KvCache::RegisterPromptBlocks(RequestId id, ChainView chain, uint32_t through_tokens) {
   RequestState* state = id < requests_.size() ? &requests_[id] : nullptr;
   FEATHER_CHECK(state != nullptr && state->table != kNoBlock,
                 "RegisterPromptBlocks on a request without blocks");

@@ -5,9 +5,9 @@
 // KVCacheManager / BlockPool:
 //   - a full block of prompt tokens is identified by its parent-chained hash (the caller passes
 //     the prompt's chain, BlockHashTable::ComputeChain, as a ChainView: base/prompt_view.h, the
-//     shared head's hashes stored once per distinct prefix, then the request's own); once its tokens are scheduled the block
-//     is registered under that hash (vLLM v1 caches full blocks in allocate_slots, so a request
-//     scheduled later in the same step already hits them);
+//     shared head's hashes stored once per distinct prefix, then the request's own); once its
+//     tokens are scheduled the block is registered under that hash (vLLM v1 caches full blocks in
+//     allocate_slots, so a request scheduled later in the same step already hits them);
 //   - a new request first looks up its chain: the leading blocks already registered are shared
 //     (reference count +1) instead of recomputed; the hit is capped so that at least one prompt
 //     token is computed (vLLM recomputes the last token to get logits);

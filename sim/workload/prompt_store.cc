@@ -22,9 +22,9 @@ uint64_t PromptStore::AppendTokens(uint64_t count) {
 }
 
 void PromptStore::AddPrompt(Piece head, Piece tail, uint32_t prompt_group) {
-  FEATHER_CHECK(head.offset + head.tokens <= tokens_.size() &&
-                    tail.offset + tail.tokens <= tokens_.size(),
-                "prompt piece outside the store");
+  FEATHER_CHECK(
+      head.offset + head.tokens <= tokens_.size() && tail.offset + tail.tokens <= tokens_.size(),
+      "prompt piece outside the store");
   entries_.push_back(Entry{head.offset, tail.offset, head.tokens, tail.tokens});
   group.push_back(prompt_group);
   total_tokens_ += uint64_t{head.tokens} + tail.tokens;

@@ -352,9 +352,8 @@ PromptStore BuildPrompts(const WorkloadSpec& spec, uint64_t seed) {
       s.kind == SharingKind::kRadix) {
     FlatHashMap<uint32_t, uint8_t> heads;
     for (const uint32_t g : plan.group) heads.Insert(g, 0);
-    const uint64_t head_tokens = s.kind == SharingKind::kRadix
-                                     ? uint64_t{s.levels} * s.level_tokens
-                                     : uint64_t{s.prefix_tokens};
+    const uint64_t head_tokens = s.kind == SharingKind::kRadix ? uint64_t{s.levels} * s.level_tokens
+                                                               : uint64_t{s.prefix_tokens};
     stored_tokens += heads.size() * head_tokens;
   }  // kFractional: its common segment is inside the lengths' sum (the longest shared part)
   set.Reserve(n, stored_tokens);

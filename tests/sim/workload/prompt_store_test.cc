@@ -9,8 +9,8 @@
 
 #include <cstddef>
 #include <cstdint>
-#include <optional>
 #include <filesystem>
+#include <optional>
 #include <span>
 #include <string>
 #include <vector>

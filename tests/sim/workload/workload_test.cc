@@ -530,7 +530,8 @@ TEST(WorkloadTest, TraceIgnoresSeedAndRequestsAndHonoursLimit) {
   spec.trace.limit = 3;
   const Workload w = GenerateWorkload(spec, 1);
   EXPECT_EQ(w.size(), 3u);
-  // A block's tokens depend on its id alone, so a prefix of the trace gives a prefix of the prompts.
+  // A block's tokens depend on its id alone, so a prefix of the trace gives a prefix of the
+  // prompts.
   const Workload all = GenerateWorkload(FixtureTrace(), 1);
   const std::vector<Token> first = CopyEachPrompt(w.prompts).tokens;
   const std::vector<Token> every = CopyEachPrompt(all.prompts).tokens;
