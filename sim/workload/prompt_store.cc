@@ -41,6 +41,9 @@ PromptChains::PromptChains(const PromptStore& store, uint32_t block_tokens) {
     uint32_t blocks = 0;
   };
   FlatHashMap<uint64_t, Memo> by_head;
+  uint64_t most_hashes = 0;  // every chain whole: an upper bound, so hashes_ never reallocates
+  for (size_t i = 0; i < n; ++i) most_hashes += store.Prompt(i).size() / block_tokens;
+  hashes_.reserve(most_hashes);
   for (size_t i = 0; i < n; ++i) {
     const PromptView prompt = store.Prompt(i);
     const PromptStore::Piece head = store.Head(i);

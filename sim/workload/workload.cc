@@ -472,7 +472,7 @@ Workload GenerateFromTrace(const TraceSpec& spec, const WorkloadLimits& limits) 
   w.arrival_ns.resize(n);
   w.output_tokens.resize(n);
   PromptStore& set = w.prompts;
-  set.Reserve(n, 0);
+  set.Reserve(n, trace.total_input_tokens);  // an upper bound: untouched capacity costs no RSS
   FlatHashMap<uint64_t, uint32_t> group_of_block;  // grouping block id -> dense group id
   // Where each full block is stored (its first full appearance). A record's head is the longest
   // run of its leading blocks stored back to back; the rest is written after it as the record's
