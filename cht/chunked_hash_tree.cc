@@ -91,6 +91,7 @@ ChunkedHashTree::RequestSlot& ChunkedHashTree::SlotFor(RequestId id) {
   if (id >= requests_.size()) {
     requests_.resize(size_t{id} + 1);
     hashes_.resize(size_t{id} + 1);
+    shared_of_.resize(size_t{id} + 1, kNoShared);
     active_position_.resize(size_t{id} + 1, 0);
   }
   return requests_[id];
@@ -112,7 +113,7 @@ uint32_t ChunkedHashTree::MissingCount(RequestId id) const {
 }
 
 uint32_t ChunkedHashTree::NumChunksOf(RequestId id) const {
-  return static_cast<uint32_t>(hashes_[id].size());
+  return static_cast<uint32_t>(HashesOf(id).size());
 }
 
 // A reused node keeps (and advances) its stamp, so entries pushed for its previous life stay
@@ -314,10 +315,37 @@ void ChunkedHashTree::Repair(uint32_t from, uint32_t segment_top) {
 // ---------------------------------------------------------------------------------------------
 // Insert.
 
-void ChunkedHashTree::Insert(RequestId id, std::span<const Token> tokens) {
+void ChunkedHashTree::Insert(RequestId id, PromptView tokens) {
   RequestSlot& slot = SlotFor(id);
   FEATHER_CHECK(slot.state == State::kAbsent, "Insert of a request id already present");
-  ComputePrefixHashes(config_.hash_scheme, tokens, config_.chunk_tokens, hashes_[id]);
+  const uint32_t k = static_cast<uint32_t>(tokens.head().size() / config_.chunk_tokens);
+  const uint64_t key = tokens.head_key();
+  if (key == 0 || k == 0 || key >= (uint64_t{1} << 40) || k >= (uint32_t{1} << 24)) {
+    ComputePrefixHashes(config_.hash_scheme, tokens, config_.chunk_tokens, hashes_[id]);
+  } else {
+    const uint64_t memo_key = (key << 24) | k;
+    auto [slot_index, inserted] = shared_index_.Insert(memo_key, kNoShared);
+    if (inserted) {
+      uint32_t s = 0;
+      if (free_shared_.empty()) {
+        s = static_cast<uint32_t>(shared_.size());
+        shared_.emplace_back();
+      } else {
+        s = free_shared_.back();
+        free_shared_.pop_back();
+      }
+      *slot_index = s;
+      SharedHashes& entry = shared_[s];
+      entry.memo_key = memo_key;
+      PrefixHashesUpTo(config_.hash_scheme, tokens, config_.chunk_tokens, k, entry.hashes,
+                       entry.resume);
+    }
+    const uint32_t s = *slot_index;
+    ++shared_[s].refs;
+    shared_of_[id] = s;
+    PrefixHashesFrom(config_.hash_scheme, tokens, config_.chunk_tokens, k, shared_[s].resume,
+                     hashes_[id]);
+  }
   InsertPrepared(id);
 }
 
@@ -325,12 +353,13 @@ void ChunkedHashTree::InsertHashes(RequestId id, std::span<const PrefixHash> has
   RequestSlot& slot = SlotFor(id);
   FEATHER_CHECK(slot.state == State::kAbsent, "InsertHashes of a request id already present");
   hashes_[id].assign(hashes.begin(), hashes.end());
+  shared_of_[id] = kNoShared;
   InsertPrepared(id);
 }
 
 // Levels present in the table are prefix-closed (a present level implies all shallower levels of
 // the same prompt are present), so the deepest shared level is found by binary search.
-uint32_t ChunkedHashTree::DeepestExistingLevel(std::span<const PrefixHash> hashes) const {
+uint32_t ChunkedHashTree::DeepestExistingLevel(ChainView hashes) const {
   uint32_t lo = 0;  // known present (level 0 = root)
   auto hi = static_cast<uint32_t>(hashes.size());
   while (lo < hi) {
@@ -344,14 +373,12 @@ uint32_t ChunkedHashTree::DeepestExistingLevel(std::span<const PrefixHash> hashe
   return lo;
 }
 
-
 // Splits `node` so that a node ends exactly at `cut_level` (start <= cut_level < end). The new
 // upper part takes the node's place under its parent; `node` keeps its id and lower range, so
 // anything pointing at the deeper levels (request leaves, the tip) stays valid. The upper part
 // owns nothing of its own yet: its best is the lower part's when that is inactive, and it
 // publishes the same key its parent already holds, so no ancestor changes.
-uint32_t ChunkedHashTree::SplitNode(uint32_t node, uint32_t cut_level,
-                                    std::span<const PrefixHash> hashes) {
+uint32_t ChunkedHashTree::SplitNode(uint32_t node, uint32_t cut_level, ChainView hashes) {
   const uint32_t upper = NewNode();
   Node& lower = nodes_[node];
   Node& up = nodes_[upper];
@@ -377,7 +404,7 @@ uint32_t ChunkedHashTree::SplitNode(uint32_t node, uint32_t cut_level,
 
 void ChunkedHashTree::InsertPrepared(RequestId id) {
   RequestSlot& slot = requests_[id];
-  const std::span<const PrefixHash> hashes(hashes_[id]);
+  const ChainView hashes = HashesOf(id);
   const auto chunks = static_cast<uint32_t>(hashes.size());
   const uint32_t shared = DeepestExistingLevel(hashes);
 
@@ -482,7 +509,7 @@ void ChunkedHashTree::AddToBatch(RequestId id) {
   }
   // The new tip, from the working set as it was before this request joined it.
   if (active_ids_.empty()) {
-    tip_level_ = static_cast<uint32_t>(hashes_[id].size());
+    tip_level_ = static_cast<uint32_t>(HashesOf(id).size());
     tip_node_ = slot.leaf;
   } else if (nodes_[deepest].end <= tip_level_) {
     tip_level_ = nodes_[deepest].end;
@@ -540,12 +567,13 @@ void ChunkedHashTree::ExtendTip() {
 
 void ChunkedHashTree::Finish(RequestId id) {
   uint32_t segment_top = LeaveActive(id);
-  const std::span<const PrefixHash> hashes(hashes_[id]);
+  const ChainView hashes = HashesOf(id);
   const uint32_t survivor = DetachFromTree(id, &segment_top);
   Repair(survivor, segment_top);
   if (survivor != kRoot && nodes_[survivor].children == 1 && nodes_[survivor].terminals == 0) {
     MergeIntoOnlyChild(survivor, hashes);
   }
+  ReleaseHashes(id);
   cache_valid_ = false;
 }
 
@@ -562,14 +590,28 @@ void ChunkedHashTree::Remove(RequestId id) {
   ++slot.epoch;
   --num_waiting_;
   for (uint32_t n = slot.leaf; n != kRoot; n = nodes_[n].parent) --nodes_[n].waiting;
-  const std::span<const PrefixHash> hashes(hashes_[id]);
+  const ChainView hashes = HashesOf(id);
   uint32_t segment_top = kNoNode;
   const uint32_t survivor = DetachFromTree(id, &segment_top);
   Repair(survivor, kNoNode);
   if (survivor != kRoot && nodes_[survivor].children == 1 && nodes_[survivor].terminals == 0) {
     MergeIntoOnlyChild(survivor, hashes);
   }
+  ReleaseHashes(id);
   cache_valid_ = false;
+}
+
+// A request that left the tree needs its hash vector no more (nodes are freed with the hashes of
+// their last member, which is still present then): give the memory back, so the tree's memory
+// follows the requests present, not every request ever inserted.
+void ChunkedHashTree::ReleaseHashes(RequestId id) {
+  std::vector<PrefixHash>().swap(hashes_[id]);
+  const uint32_t s = shared_of_[id];
+  shared_of_[id] = kNoShared;
+  if (s == kNoShared || --shared_[s].refs > 0) return;
+  shared_index_.Erase(shared_[s].memo_key);
+  std::vector<PrefixHash>().swap(shared_[s].hashes);
+  free_shared_.push_back(s);
 }
 
 // Drops the request from the node structure: nodes no request passes through any more are freed
@@ -579,7 +621,7 @@ void ChunkedHashTree::Remove(RequestId id) {
 // child and no request ending in it, so stretches stay maximal.
 uint32_t ChunkedHashTree::DetachFromTree(RequestId id, uint32_t* segment_top) {
   RequestSlot& slot = requests_[id];
-  const std::span<const PrefixHash> hashes(hashes_[id]);
+  const ChainView hashes = HashesOf(id);
   --nodes_[slot.leaf].terminals;
   uint32_t n = slot.leaf;
   for (uint32_t m = n; m != kRoot; m = nodes_[m].parent) --nodes_[m].members;
@@ -594,7 +636,7 @@ uint32_t ChunkedHashTree::DetachFromTree(RequestId id, uint32_t* segment_top) {
   return n;
 }
 
-void ChunkedHashTree::FreeNode(uint32_t node, std::span<const PrefixHash> hashes) {
+void ChunkedHashTree::FreeNode(uint32_t node, ChainView hashes) {
   Node& dying = nodes_[node];
   FEATHER_DCHECK(dying.children == 0 && dying.active == 0 && dying.waiting == 0,
                  "freeing a node still in use");
@@ -614,7 +656,7 @@ void ChunkedHashTree::FreeNode(uint32_t node, std::span<const PrefixHash> hashes
 // `node` (no terminals, one child) disappears into its child, which takes its place. The node's
 // best was the child's (or both are active and own nothing of the node's), so the child's new
 // entry carries the key the parent already holds.
-void ChunkedHashTree::MergeIntoOnlyChild(uint32_t node, std::span<const PrefixHash> hashes) {
+void ChunkedHashTree::MergeIntoOnlyChild(uint32_t node, ChainView hashes) {
   const uint32_t child = nodes_[node].first_child;
   FEATHER_DCHECK(tip_node_ != node, "merging away the tip node");
   Node& upper = nodes_[node];
@@ -643,6 +685,10 @@ size_t ChunkedHashTree::MemoryBytes() const {
   bytes += requests_.capacity() * sizeof(RequestSlot) + active_position_.capacity() * 4;
   bytes += hashes_.capacity() * sizeof(hashes_[0]);
   for (const auto& hashes : hashes_) bytes += hashes.capacity() * sizeof(PrefixHash);
+  bytes += shared_of_.capacity() * 4 + free_shared_.capacity() * 4 + shared_index_.MemoryBytes();
+  for (const SharedHashes& shared : shared_) {
+    bytes += sizeof(SharedHashes) + shared.hashes.capacity() * sizeof(PrefixHash);
+  }
   bytes += nodes_.capacity() * sizeof(Node) + queues_.capacity() * sizeof(Queue);
   for (const Queue& q : queues_) bytes += (q.run.capacity() + q.heap.capacity()) * sizeof(Entry);
   bytes += free_nodes_.capacity() * 4 + global_.capacity() * sizeof(Entry);
@@ -659,7 +705,7 @@ void ChunkedHashTree::CheckInvariants() const {
   for (RequestId id = 0; id < requests_.size(); ++id) {
     const RequestSlot& slot = requests_[id];
     if (slot.state == State::kAbsent) continue;
-    const auto& hashes = hashes_[id];
+    const ChainView hashes = HashesOf(id);
     const auto chunks = static_cast<uint32_t>(hashes.size());
     FEATHER_CHECK(slot.leaf == kRoot ? chunks == 0 : nodes_[slot.leaf].end == chunks,
                   "request does not end at its leaf's end");

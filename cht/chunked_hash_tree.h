@@ -102,8 +102,9 @@ class ChunkedHashTree {
 
   [[nodiscard]] const ChtConfig& config() const { return config_; }
 
-  // Registers a waiting request from its prompt tokens. Precondition: `id` is not present.
-  void Insert(RequestId id, std::span<const Token> tokens);
+  // Registers a waiting request from its prompt tokens (a view: a shared head and the request's
+  // own tail, or any contiguous span). Precondition: `id` is not present.
+  void Insert(RequestId id, PromptView tokens);
   // Registers a waiting request from its cumulative chunk hashes (e.g. a trace's block ids).
   void InsertHashes(RequestId id, std::span<const PrefixHash> hashes);
 
@@ -198,12 +199,13 @@ class ChunkedHashTree {
   static constexpr uint32_t kRequestBit = 0x80000000u;
 
   void InsertPrepared(RequestId id);
-  [[nodiscard]] uint32_t DeepestExistingLevel(std::span<const PrefixHash> hashes) const;
-  uint32_t SplitNode(uint32_t node, uint32_t cut_level, std::span<const PrefixHash> hashes);
+  void ReleaseHashes(RequestId id);
+  [[nodiscard]] uint32_t DeepestExistingLevel(ChainView hashes) const;
+  uint32_t SplitNode(uint32_t node, uint32_t cut_level, ChainView hashes);
   void AttachAsWaiting(RequestId id, uint32_t segment_top);
   [[nodiscard]] uint32_t DetachFromTree(RequestId id, uint32_t* segment_top);
-  void FreeNode(uint32_t node, std::span<const PrefixHash> hashes);
-  void MergeIntoOnlyChild(uint32_t node, std::span<const PrefixHash> hashes);
+  void FreeNode(uint32_t node, ChainView hashes);
+  void MergeIntoOnlyChild(uint32_t node, ChainView hashes);
   [[nodiscard]] uint32_t LeaveActive(RequestId id);
   void ExtendTip();
   [[nodiscard]] uint32_t DeepestActiveAncestor(uint32_t node) const;
@@ -225,7 +227,29 @@ class ChunkedHashTree {
 
   ChtConfig config_;
   std::vector<RequestSlot> requests_;
-  std::vector<std::vector<PrefixHash>> hashes_;  // per id; kept for table maintenance
+  // Hash vectors, per id while present (for table maintenance): a request's hashes are its
+  // shared head's (shared_[shared_of_[id]], when it has one) followed by its own (hashes_[id]).
+  // A prompt view whose head carries a key (base/prompt_view.h: the workload's prompt store sets
+  // it) has the hashes of its head's full chunks computed once per (key, chunks) and shared by
+  // every present request with that head; the state after them (PrefixHashResume) lets each
+  // request hash only its own chunks. An entry lives while a present request uses it.
+  struct SharedHashes {
+    std::vector<PrefixHash> hashes;
+    PrefixHashResume resume;
+    uint64_t memo_key = 0;
+    uint32_t refs = 0;
+  };
+  static constexpr uint32_t kNoShared = 0xffffffffu;
+  [[nodiscard]] ChainView HashesOf(RequestId id) const {
+    const uint32_t shared = shared_of_[id];
+    return shared == kNoShared ? ChainView(hashes_[id])
+                               : ChainView(shared_[shared].hashes, hashes_[id]);
+  }
+  std::vector<std::vector<PrefixHash>> hashes_;  // per id: own hashes
+  std::vector<uint32_t> shared_of_;              // per id: shared_ slot, or kNoShared
+  std::vector<SharedHashes> shared_;
+  std::vector<uint32_t> free_shared_;
+  FlatHashMap<uint64_t, uint32_t> shared_index_;  // (head key, chunks) -> shared_ slot
   std::vector<Node> nodes_;
   std::vector<Queue> queues_;  // per node
   std::vector<uint32_t> free_nodes_;

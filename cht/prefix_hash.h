@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/prompt_view.h"
 #include "base/types.h"
 
 namespace feather {
@@ -29,16 +30,34 @@ enum class HashScheme : uint8_t { kStreaming, kChained };
 }
 
 // Replaces `out` with the streaming-scheme hash vector of `tokens`. `out` keeps its capacity, so a
-// reused vector makes this allocation-free.
-void ComputeStreamingHashes(std::span<const Token> tokens, uint32_t chunk_tokens,
-                            std::vector<PrefixHash>& out);
+// reused vector makes this allocation-free. Every function here takes a PromptView (a contiguous
+// span converts to one): the hashes depend on the tokens only, not on how they are stored.
+void ComputeStreamingHashes(PromptView tokens, uint32_t chunk_tokens, std::vector<PrefixHash>& out);
 
 // Replaces `out` with the chained-scheme hash vector. With `threads` > 1 the per-chunk hashes are
 // computed by that many threads (started per call: worth it only for very long prompts).
-void ComputeChainedHashes(std::span<const Token> tokens, uint32_t chunk_tokens,
-                          std::vector<PrefixHash>& out, unsigned threads = 1);
+void ComputeChainedHashes(PromptView tokens, uint32_t chunk_tokens, std::vector<PrefixHash>& out,
+                          unsigned threads = 1);
 
-void ComputePrefixHashes(HashScheme scheme, std::span<const Token> tokens, uint32_t chunk_tokens,
+void ComputePrefixHashes(HashScheme scheme, PromptView tokens, uint32_t chunk_tokens,
                          std::vector<PrefixHash>& out);
+
+// Resumable hashing, for prompts whose heads are shared: hash a head's first k chunks once
+// (PrefixHashesUpTo), keep the state after them, and hash each prompt's chunks k.. from that
+// state (PrefixHashesFrom). PrefixHashesUpTo(t, k) followed by PrefixHashesFrom(t, k) gives
+// ComputePrefixHashes(t) exactly, for either scheme.
+struct PrefixHashResume {
+  PrefixHash last = 0;                          // kChained: h_k (h_0 = the scheme's initial value)
+  alignas(8) unsigned char streaming[88] = {};  // kStreaming: the XXH64 state after chunk k
+};
+
+// Replaces `out` with h_1..h_k of `tokens` (k * chunk_tokens <= size) and sets `resume` to the
+// state after chunk k. O(k * chunk_tokens).
+void PrefixHashesUpTo(HashScheme scheme, PromptView tokens, uint32_t chunk_tokens, uint32_t k,
+                      std::vector<PrefixHash>& out, PrefixHashResume& resume);
+// Replaces `out` with h_{k+1}..h_C of `tokens`, `resume` being the state after chunk k of the
+// same tokens. O(size - k * chunk_tokens).
+void PrefixHashesFrom(HashScheme scheme, PromptView tokens, uint32_t chunk_tokens, uint32_t k,
+                      const PrefixHashResume& resume, std::vector<PrefixHash>& out);
 
 }  // namespace feather

@@ -43,14 +43,16 @@ void CheckWorkload(const feather::Scenario& scenario) {
   // A validated scenario must generate: std::invalid_argument here is a validation gap.
   const feather::Workload workload = feather::GenerateWorkload(w, scenario.seed);
   FEATHER_CHECK(workload.size() == w.requests, "request count");
-  FEATHER_CHECK(workload.prompts.offsets.size() == w.requests + 1, "prompt offsets");
+  FEATHER_CHECK(workload.prompts.size() == w.requests, "prompt count");
+  uint64_t total = 0;
   for (size_t i = 0; i < workload.size(); ++i) {
     FEATHER_CHECK(workload.arrival_ns[i] >= 0, "negative arrival");
     if (i > 0) FEATHER_CHECK(workload.arrival_ns[i] >= workload.arrival_ns[i - 1], "arrivals");
     FEATHER_CHECK(workload.output_tokens[i] >= 1, "output tokens");
-    FEATHER_CHECK(workload.prompts.offsets[i] <= workload.prompts.offsets[i + 1], "offsets");
+    total += workload.prompts.Prompt(i).size();
   }
-  FEATHER_CHECK(workload.prompts.offsets.back() == workload.prompts.tokens.size(), "arena size");
+  FEATHER_CHECK(total == workload.prompts.TotalTokens(), "prompt total");
+  FEATHER_CHECK(workload.prompts.StoredTokens() <= total + MaxPromptTokens(w), "stored tokens");
 }
 
 }  // namespace

@@ -15,19 +15,30 @@ PrefixHash BlockHashTable::HashBlock(PrefixHash parent, std::span<const Token> b
   return XXH3_64bits_withSeed(block.data(), block.size_bytes(), parent);
 }
 
-size_t BlockHashTable::ComputeChain(std::span<const Token> prompt,
-                                    std::vector<PrefixHash>& out) const {
-  const size_t block = config_.block_tokens;
-  const size_t blocks = prompt.size() / block;
-  PrefixHash parent = config_.seed;
+size_t BlockHashTable::ExtendChain(PrefixHash parent, PromptView tokens, uint32_t block_tokens,
+                                   std::vector<PrefixHash>& out) {
+  thread_local std::vector<Token> straddle;
+  const size_t block = block_tokens;
+  const size_t blocks = tokens.size() / block;
   for (size_t i = 0; i < blocks; ++i) {
-    parent = HashBlock(parent, prompt.subspan(i * block, block));
+    const PromptView b = tokens.subview(i * block, block);
+    if (b.contiguous()) {
+      parent = HashBlock(parent, b.head());
+    } else {
+      straddle.resize(block);
+      b.CopyTo(straddle.data());
+      parent = HashBlock(parent, straddle);
+    }
     out.push_back(parent);
   }
   return blocks;
 }
 
-std::vector<PrefixHash> BlockHashTable::ComputeChain(std::span<const Token> prompt) const {
+size_t BlockHashTable::ComputeChain(PromptView prompt, std::vector<PrefixHash>& out) const {
+  return ExtendChain(config_.seed, prompt, config_.block_tokens, out);
+}
+
+std::vector<PrefixHash> BlockHashTable::ComputeChain(PromptView prompt) const {
   std::vector<PrefixHash> chain;
   chain.reserve(prompt.size() / config_.block_tokens);
   ComputeChain(prompt, chain);

@@ -45,6 +45,7 @@
 #include <vector>
 
 #include "base/flat_hash_map.h"
+#include "base/prompt_view.h"
 #include "base/types.h"
 
 namespace feather {
@@ -84,8 +85,14 @@ class BlockHashTable {
   [[nodiscard]] static PrefixHash HashBlock(PrefixHash parent, std::span<const Token> block);
   // Appends the hashes of the full blocks of `prompt` (floor(size / block_tokens) of them) to
   // `out`; returns how many were appended.
-  size_t ComputeChain(std::span<const Token> prompt, std::vector<PrefixHash>& out) const;
-  [[nodiscard]] std::vector<PrefixHash> ComputeChain(std::span<const Token> prompt) const;
+  size_t ComputeChain(PromptView prompt, std::vector<PrefixHash>& out) const;
+  [[nodiscard]] std::vector<PrefixHash> ComputeChain(PromptView prompt) const;
+  // The chain continued: appends the hashes of the full blocks of `tokens`, the first one's
+  // parent being `parent` (the hash of the block before tokens[0], or the seed), to `out`;
+  // returns how many. ComputeChain(p) is ExtendChain(seed, p). A block that straddles the view's
+  // two pieces is hashed from a copy (thread-local scratch, allocation-free once warm). O(size).
+  static size_t ExtendChain(PrefixHash parent, PromptView tokens, uint32_t block_tokens,
+                            std::vector<PrefixHash>& out);
 
   // Reference-count transitions of one request's chain. Waiting: the request is queued;
   // Admit: waiting -> running; Release: running -> gone (finish); Preempt: running -> waiting.

@@ -15,13 +15,22 @@ void RadixSelectorBase::OnArrival(const RequestInfo& request) {
   if (id >= states_.size()) {
     const size_t size = std::max<size_t>(size_t{id} + 1, states_.size() * 2);
     prompts_.resize(size);
+    copies_.resize(size);
     states_.resize(size, State::kUnknown);
     seqs_.resize(size, 0);
     lock_nodes_.resize(size, kNoRadixNode);
     matched_tokens_.resize(size, 0);
   }
   FEATHER_CHECK(states_[id] == State::kUnknown, "OnArrival for a request already known");
-  prompts_[id] = request.prompt_tokens;
+  const PromptView prompt = request.prompt_tokens;
+  if (prompt.contiguous()) {
+    prompts_[id] = prompt.head();
+  } else {
+    copies_[id].resize(prompt.size());
+    prompt.CopyTo(copies_[id].data());
+    copy_tokens_ += prompt.size();
+    prompts_[id] = copies_[id];
+  }
   matched_tokens_[id] = 0;
   Enqueue(id);
 }
@@ -81,6 +90,13 @@ void RadixSelectorBase::OnFinish(RequestId id) {
   cache_.DecLockRef(lock_nodes_[id]);
   lock_nodes_[id] = kNoRadixNode;
   states_[id] = State::kUnknown;
+  ReleasePrompt(id);
+}
+
+void RadixSelectorBase::ReleasePrompt(RequestId id) {
+  prompts_[id] = {};
+  copy_tokens_ -= copies_[id].size();
+  std::vector<Token>().swap(copies_[id]);
 }
 
 void RadixSelectorBase::OnPreempt(RequestId id) {
@@ -96,12 +112,14 @@ void RadixSelectorBase::OnCancel(RequestId id) {
                 "OnCancel of a request that is not waiting");
   states_[id] = State::kUnknown;  // its queue entry goes stale
   --num_waiting_;
+  ReleasePrompt(id);
 }
 
 size_t RadixSelectorBase::MemoryBytes() const {
   return cache_.MemoryBytes() + waiting_.capacity() * sizeof(QueueEntry) +
          order_.capacity() * sizeof(uint32_t) + matched_tokens_.capacity() * sizeof(uint64_t) +
-         prompts_.capacity() * sizeof(std::span<const Token>) + states_.capacity() * sizeof(State) +
+         prompts_.capacity() * sizeof(std::span<const Token>) + copy_tokens_ * sizeof(Token) +
+         copies_.capacity() * sizeof(std::vector<Token>) + states_.capacity() * sizeof(State) +
          seqs_.capacity() * sizeof(uint32_t) + lock_nodes_.capacity() * sizeof(RadixNodeId);
 }
 

@@ -16,6 +16,16 @@
 // Use it as the SGLang LPM baseline. It ranks the whole queue once per round; Next() then walks
 // that order, skipping requests cancelled since.
 //
+// Prompts. A request's prompt arrives as a view of two pieces (selector.h: the shared head the
+// workload stores once, then the request's own tail). The radix cache matches and inserts
+// contiguous keys, and every round matches every waiting prompt, so the selector keeps a
+// contiguous copy of a two-piece prompt from arrival until the request finishes or is
+// cancelled, and borrows a one-piece prompt as it is. Walking the two pieces inside the radix
+// cache instead would put a piece switch in its innermost compare loop (memcmp of edge labels,
+// 91 % of an LPM round) for every match of every round; the copy costs one memcpy per arrival,
+// and its memory is bounded by the requests alive at once (waiting + running), which this
+// selector's rounds touch in full anyway (O(W·T) per round, below).
+//
 // Complexity per round, W waiting requests of at most T tokens: O(W·T + W log W) (a cache match
 // and at most one scratch-tree match and insert per request, then one sort). Next() amortized
 // O(1); Admit O(T) (cache insert and lock); OnFinish / OnPreempt O(path length); OnArrival,
@@ -92,7 +102,11 @@ class RadixSelectorBase : public CandidateSelector {
   }
   void Enqueue(RequestId id);
 
-  std::vector<std::span<const Token>> prompts_;  // by request id
+  void ReleasePrompt(RequestId id);
+
+  std::vector<std::span<const Token>> prompts_;  // by request id: the prompt, borrowed or copies_
+  std::vector<std::vector<Token>> copies_;       // by request id: a live two-piece prompt's copy
+  size_t copy_tokens_ = 0;                       // Σ copies_[id].size()
   std::vector<State> states_;
   std::vector<uint32_t> seqs_;
   std::vector<RadixNodeId> lock_nodes_;  // a running request's locked last node

@@ -23,17 +23,23 @@
 #include <span>
 #include <string_view>
 
+#include "base/prompt_view.h"
 #include "base/types.h"
 
 namespace feather {
 
 inline constexpr uint32_t kNoPrefixGroup = 0xffffffffu;
 
-// What a selector may know about a request. The token span must stay valid until the request
-// finishes or is cancelled (the simulator owns the storage).
+// What a selector may know about a request. The prompt is a view (base/prompt_view.h): the
+// shared head the workload stores once per distinct prefix, then the request's own tail. Its
+// storage stays valid until the request finishes or is cancelled (the simulator borrows it from
+// the workload for the whole run). Selectors that hash the prompt once (CHT, block table) read
+// the view on arrival; the radix selectors (LPM, DFS-weight), which match every waiting prompt
+// every round, keep a contiguous copy of a request's prompt only while it is waiting or running
+// (lpm_selector.h says why).
 struct RequestInfo {
   RequestId id = kNoRequest;
-  std::span<const Token> prompt_tokens;
+  PromptView prompt_tokens;
   uint32_t prefix_group = kNoPrefixGroup;  // only the Oracle selector reads it
 };
 

@@ -56,7 +56,7 @@ const KvCache::RequestState* KvCache::Find(RequestId id) const {
   return id < requests_.size() ? &requests_[id] : nullptr;
 }
 
-uint32_t KvCache::HitBlocks(std::span<const PrefixHash> chain, uint32_t prompt_tokens) const {
+uint32_t KvCache::HitBlocks(ChainView chain, uint32_t prompt_tokens) const {
   if (!config_.prefix_caching || prompt_tokens == 0) return 0;
   // vLLM caps the hit at prompt_tokens - 1 so the last prompt token is recomputed for logits.
   const size_t cap = std::min<size_t>(chain.size(), (prompt_tokens - 1) / config_.block_tokens);
@@ -65,8 +65,7 @@ uint32_t KvCache::HitBlocks(std::span<const PrefixHash> chain, uint32_t prompt_t
   return static_cast<uint32_t>(hits);
 }
 
-uint32_t KvCache::LookupCachedTokens(std::span<const PrefixHash> chain,
-                                     uint32_t prompt_tokens) const {
+uint32_t KvCache::LookupCachedTokens(ChainView chain, uint32_t prompt_tokens) const {
   return HitBlocks(chain, prompt_tokens) * config_.block_tokens;
 }
 
@@ -104,7 +103,7 @@ uint32_t KvCache::QueuePopFront() {
   return block;
 }
 
-bool KvCache::Allocate(RequestId id, std::span<const PrefixHash> chain, uint32_t prompt_tokens,
+bool KvCache::Allocate(RequestId id, ChainView chain, uint32_t prompt_tokens,
                        uint32_t total_tokens) {
   const uint64_t required = BlocksFor(total_tokens, config_.block_tokens);
   const RequestState* existing = Find(id);
@@ -129,11 +128,19 @@ bool KvCache::Allocate(RequestId id, std::span<const PrefixHash> chain, uint32_t
 
   // First call: the hit blocks are shared, then new blocks appended. Check capacity before
   // touching anything: hit blocks sitting in the free queue (reference count 0) leave it too.
-  const uint32_t hits = HitBlocks(chain, prompt_tokens);
-  uint64_t evictable_hits = 0;
-  for (uint32_t i = 0; i < hits; ++i) {
-    evictable_hits += ref_count_[*index_.Find(chain[i])] == 0 ? 1 : 0;
+  // One probe per hit block: the blocks found are kept for the passes below.
+  hit_scratch_.clear();
+  if (config_.prefix_caching && prompt_tokens > 0) {
+    const size_t cap = std::min<size_t>(chain.size(), (prompt_tokens - 1) / config_.block_tokens);
+    for (size_t i = 0; i < cap; ++i) {
+      const uint32_t* block = index_.Find(chain[i]);
+      if (block == nullptr) break;
+      hit_scratch_.push_back(*block);
+    }
   }
+  const auto hits = static_cast<uint32_t>(hit_scratch_.size());
+  uint64_t evictable_hits = 0;
+  for (const uint32_t block : hit_scratch_) evictable_hits += ref_count_[block] == 0 ? 1 : 0;
   const uint64_t needed = required > hits ? required - hits : 0;
   if (needed + evictable_hits > free_blocks_) return false;
 
@@ -150,8 +157,7 @@ bool KvCache::Allocate(RequestId id, std::span<const PrefixHash> chain, uint32_t
   FEATHER_DCHECK(table.empty(), "recycled block table is not empty");
   table.reserve(hits + needed);
   // Touch the hits before popping new blocks, so a hit block at the queue head is not evicted.
-  for (uint32_t i = 0; i < hits; ++i) {
-    const uint32_t block = *index_.Find(chain[i]);
+  for (const uint32_t block : hit_scratch_) {
     if (ref_count_[block] == 0) QueueUnlink(block);
     ++ref_count_[block];
     table.push_back(block);
@@ -176,8 +182,7 @@ uint32_t KvCache::CachedTokens(RequestId id) const {
   return state == nullptr ? 0 : state->cached_tokens;
 }
 
-void KvCache::RegisterPromptBlocks(RequestId id, std::span<const PrefixHash> chain,
-                                   uint32_t through_tokens) {
+void KvCache::RegisterPromptBlocks(RequestId id, ChainView chain, uint32_t through_tokens) {
   RequestState* state = id < requests_.size() ? &requests_[id] : nullptr;
   FEATHER_CHECK(state != nullptr && state->table != kNoBlock,
                 "RegisterPromptBlocks on a request without blocks");

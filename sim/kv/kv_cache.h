@@ -4,9 +4,10 @@
 // block table (physical block ids, in token order). Prefix caching follows vLLM v1's
 // KVCacheManager / BlockPool:
 //   - a full block of prompt tokens is identified by its parent-chained hash (the caller passes
-//     the prompt's chain, BlockHashTable::ComputeChain); once its tokens are scheduled the block
-//     is registered under that hash (vLLM v1 caches full blocks in allocate_slots, so a request
-//     scheduled later in the same step already hits them);
+//     the prompt's chain, BlockHashTable::ComputeChain, as a ChainView: base/prompt_view.h, the
+//     shared head's hashes stored once per distinct prefix, then the request's own); once its
+//     tokens are scheduled the block is registered under that hash (vLLM v1 caches full blocks in
+//     allocate_slots, so a request scheduled later in the same step already hits them);
 //   - a new request first looks up its chain: the leading blocks already registered are shared
 //     (reference count +1) instead of recomputed; the hit is capped so that at least one prompt
 //     token is computed (vLLM recomputes the last token to get logits);
@@ -32,6 +33,7 @@
 #include <vector>
 
 #include "base/flat_hash_map.h"
+#include "base/prompt_view.h"
 #include "base/types.h"
 
 namespace feather {
@@ -50,16 +52,15 @@ class KvCache {
 
   // Leading prompt tokens that are cache hits for a request with this chain and prompt length
   // (a multiple of block_tokens, at most prompt_tokens - 1). Does not change state.
-  [[nodiscard]] uint32_t LookupCachedTokens(std::span<const PrefixHash> chain,
-                                            uint32_t prompt_tokens) const;
+  [[nodiscard]] uint32_t LookupCachedTokens(ChainView chain, uint32_t prompt_tokens) const;
 
   // Makes request `id` hold enough blocks for `total_tokens` tokens. On the request's first
   // call, its leading cached blocks (as LookupCachedTokens with `chain` and `prompt_tokens`)
   // are shared first (all of them, even if `total_tokens` needs fewer). Returns false, changing
   // nothing, when the free queue cannot supply the new blocks. `chain` must stay the same across
   // calls for one request.
-  [[nodiscard]] bool Allocate(RequestId id, std::span<const PrefixHash> chain,
-                              uint32_t prompt_tokens, uint32_t total_tokens);
+  [[nodiscard]] bool Allocate(RequestId id, ChainView chain, uint32_t prompt_tokens,
+                              uint32_t total_tokens);
   // Tokens the request's first Allocate found cached (0 before it).
   [[nodiscard]] uint32_t CachedTokens(RequestId id) const;
   // Registers the request's full prompt blocks among its first `through_tokens` tokens under
@@ -72,8 +73,7 @@ class KvCache {
   // keeps both copies under the hash, hits the older, counts both as cached and their reuse as
   // evictions, and the hash stays a hit while either survives.) `through_tokens` must not
   // exceed the tokens the request's table covers.
-  void RegisterPromptBlocks(RequestId id, std::span<const PrefixHash> chain,
-                            uint32_t through_tokens);
+  void RegisterPromptBlocks(RequestId id, ChainView chain, uint32_t through_tokens);
   // Releases every block of the request (finish, or preemption by recompute).
   void Free(RequestId id);
 
@@ -117,7 +117,7 @@ class KvCache {
   };
 
   [[nodiscard]] const RequestState* Find(RequestId id) const;
-  [[nodiscard]] uint32_t HitBlocks(std::span<const PrefixHash> chain, uint32_t prompt_tokens) const;
+  [[nodiscard]] uint32_t HitBlocks(ChainView chain, uint32_t prompt_tokens) const;
   void QueueUnlink(uint32_t block);
   void QueuePushBack(uint32_t block);
   [[nodiscard]] uint32_t QueuePopFront();
@@ -138,6 +138,7 @@ class KvCache {
   std::vector<RequestState> requests_;
   std::vector<std::vector<uint32_t>> tables_;
   std::vector<uint32_t> free_tables_;
+  std::vector<uint32_t> hit_scratch_;  // Allocate: the hit blocks of a first call
 };
 
 }  // namespace feather

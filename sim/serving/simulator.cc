@@ -2,6 +2,7 @@
 #include "sim/serving/simulator.h"
 
 #include <algorithm>
+#include <bit>
 #include <chrono>
 #include <cmath>
 #include <numeric>
@@ -25,6 +26,25 @@ double Quantile(std::vector<double>& values, double q) {
   std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(index),
                    values.end());
   return values[index];
+}
+
+// Quantile's value for the multiset of floats given as (bits -> count), `n` values in all: the
+// value at the same rank, found by walking the distinct values in increasing order.
+double QuantileOfCounts(const FlatHashMap<uint32_t, uint64_t>& counts, uint64_t n, double q) {
+  const auto rank = static_cast<uint64_t>(std::ceil(q * static_cast<double>(n)));
+  const uint64_t index = std::min(n - 1, rank == 0 ? 0 : rank - 1);
+  std::vector<std::pair<float, uint64_t>> values;
+  values.reserve(counts.size());
+  counts.ForEach([&](uint32_t bits, uint64_t count) {
+    values.emplace_back(std::bit_cast<float>(bits), count);
+  });
+  std::sort(values.begin(), values.end());
+  uint64_t seen = 0;
+  for (const auto& [value, count] : values) {
+    seen += count;
+    if (seen > index) return value;
+  }
+  return values.back().first;
 }
 
 uint64_t BlocksFor(uint64_t tokens, uint32_t block_tokens) {
@@ -111,29 +131,21 @@ Simulator::Simulator(const ServingConfig& config, const Workload& workload,
   const size_t n = workload.size();
   state_.resize(n);
   records_.requests.resize(n);
-  chain_offset_.resize(n + 1, 0);
   for (size_t i = 0; i < n; ++i) {
     const auto prompt = static_cast<uint32_t>(workload.prompts.Prompt(i).size());
     state_[i].prompt_tokens = prompt;
     state_[i].output_target = workload.output_tokens[i];
-    chain_offset_[i + 1] = chain_offset_[i] + prompt / config.block_tokens;
     RequestRecord& record = records_.requests[i];
     record.arrival_ns = workload.arrival_ns[i];
     record.prompt_tokens = prompt;
     record.prefix_group = workload.prompts.group[i];
   }
-  // Block-hash chains of every prompt, computed once (vLLM hashes on arrival too).
-  chain_arena_.reserve(chain_offset_[n]);
-  const BlockHashTable hasher(BlockHashConfig{.block_tokens = config.block_tokens});
-  for (size_t i = 0; i < n; ++i) hasher.ComputeChain(workload.prompts.Prompt(i), chain_arena_);
-  FEATHER_CHECK(chain_arena_.size() == chain_offset_[n], "chain arena size mismatch");
+  // Block-hash chains of every prompt, computed once (vLLM hashes on arrival too); a shared
+  // prefix's hashes once for all the requests that share it.
+  chains_ = PromptChains(workload.prompts, config.block_tokens);
   running_.reserve(config.max_num_seqs);
   plan_requests_.reserve(config.max_num_seqs);
   decode_requests_.reserve(config.max_num_seqs);
-}
-
-std::span<const PrefixHash> Simulator::ChainOf(RequestId id) const {
-  return {chain_arena_.data() + chain_offset_[id], chain_arena_.data() + chain_offset_[id + 1]};
 }
 
 template <typename Fn>
@@ -338,6 +350,12 @@ BatchPlan Simulator::BuildPlan() {
   return plan;
 }
 
+void Simulator::FlushGapRun(uint32_t next_bits) const {
+  if (gap_run_length_ > 0) *token_gap_counts_.Insert(gap_run_bits_, 0).first += gap_run_length_;
+  gap_run_bits_ = next_bits;
+  gap_run_length_ = 0;
+}
+
 void Simulator::FinishRequest(RequestId id) {
   RequestState& s = state_[id];
   kv_.Free(id);
@@ -397,7 +415,14 @@ void Simulator::CompleteStep(const BatchPlan& plan, const StepTiming& timing,
       if (s.computed_tokens == s.SequenceTokens()) {  // the step sampled a token
         RequestRecord& record = records_.requests[id];
         if (s.last_token_ns >= 0) {
-          token_gaps_ms_.push_back(static_cast<float>(NsToMs(now_ns_ - s.last_token_ns)));
+          const auto gap_ms = static_cast<float>(NsToMs(now_ns_ - s.last_token_ns));
+          token_gap_sum_ms_ += gap_ms;
+          ++token_gaps_;
+          // Requests that sampled in the same step before share a gap: count runs of equal
+          // gaps, one table probe per run.
+          const auto bits = std::bit_cast<uint32_t>(gap_ms);
+          if (bits != gap_run_bits_) FlushGapRun(bits);
+          ++gap_run_length_;
         }
         if (record.first_token_ns < 0) record.first_token_ns = now_ns_;
         s.last_token_ns = now_ns_;
@@ -540,11 +565,10 @@ RunSummary Simulator::Summarize() const {
     summary.p99_ttft_ms = Quantile(ttft_ms, 0.99);
   }
   if (finished_ > 0) summary.mean_latency_ms = latency_ms_sum / static_cast<double>(finished_);
-  if (!token_gaps_ms_.empty()) {
-    std::vector<double> gaps(token_gaps_ms_.begin(), token_gaps_ms_.end());
-    summary.mean_tbt_ms =
-        std::accumulate(gaps.begin(), gaps.end(), 0.0) / static_cast<double>(gaps.size());
-    summary.p99_tbt_ms = Quantile(gaps, 0.99);
+  if (token_gaps_ > 0) {
+    FlushGapRun(gap_run_bits_);
+    summary.mean_tbt_ms = token_gap_sum_ms_ / static_cast<double>(token_gaps_);
+    summary.p99_tbt_ms = QuantileOfCounts(token_gap_counts_, token_gaps_, 0.99);
   }
   uint64_t batch_sum = 0;
   uint64_t cascade_steps = 0;

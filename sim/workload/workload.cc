@@ -4,7 +4,7 @@
 // output lengths, structure picks, unique tokens), so changing one part of a spec (say the rate)
 // leaves the others bit-identical, which keeps sweeps paired. Shared segments (a group's prefix,
 // a radix node) draw their tokens from a seed of their own, so their content does not depend on
-// which requests happened to come first; after the first copy they are copied from the arena.
+// which requests happened to come first; each is stored once (prompt_store.h).
 #include "sim/workload/workload.h"
 
 #include <algorithm>
@@ -43,27 +43,11 @@ void FillRandomTokens(Rng& rng, Token* out, uint64_t count) {
   for (uint64_t i = 0; i < count; ++i) out[i] = static_cast<Token>(1 + rng.Uniform(0x7ffffffeULL));
 }
 
-// Appends `count` tokens to `tokens` (whose capacity was reserved for the whole workload, so
-// pointers into it stay valid) and returns where they start.
-Token* Grow(std::vector<Token>& tokens, uint64_t count) {
-  const size_t old_size = tokens.size();
-  tokens.resize(old_size + count);
-  return tokens.data() + old_size;
-}
-
-// Writes shared segment `key` (count tokens) at `out`: generated from its own seed the first
-// time, copied from that first copy afterwards. `first_offset` maps key -> arena offset.
-template <typename OffsetOf>
-void WriteSegment(std::vector<Token>& tokens, Token* out, uint64_t count, uint64_t seed,
-                  uint64_t key, OffsetOf&& first_offset) {
-  uint64_t& offset = first_offset(key);
-  if (offset == kNoOffset) {
-    Rng rng(MixBits(seed ^ kSegmentSalt) ^ MixBits(key + 1));
-    FillRandomTokens(rng, out, count);
-    offset = static_cast<uint64_t>(out - tokens.data());
-  } else {
-    std::copy_n(tokens.data() + offset, count, out);
-  }
+// Shared segment `key` (count tokens) from its own seed: its content depends on the seed and the
+// key alone, never on which requests came first.
+void FillSegment(Token* out, uint64_t count, uint64_t seed, uint64_t key) {
+  Rng rng(MixBits(seed ^ kSegmentSalt) ^ MixBits(key + 1));
+  FillRandomTokens(rng, out, count);
 }
 
 std::string Num(double value) {
@@ -353,74 +337,95 @@ PromptPlan PlanPrompts(const WorkloadSpec& spec, uint64_t seed) {
   return plan;
 }
 
-PromptSet BuildPrompts(const WorkloadSpec& spec, uint64_t seed) {
+// Writes the prompts into the store: each distinct shared head once (a group's prefix, a radix
+// leaf's path, the fractional common segment), then each request's own tokens in request order
+// (the unique-token stream is drawn in the same order as when every prompt was stored whole).
+PromptStore BuildPrompts(const WorkloadSpec& spec, uint64_t seed) {
   const SharingSpec& s = spec.sharing;
   const PromptPlan plan = PlanPrompts(spec, seed);
   const uint64_t n = spec.requests;
-  PromptSet set;
-  set.tokens.reserve(plan.total_tokens);  // exact: Grow never reallocates, pointers stay valid
-  set.offsets.reserve(n + 1);
-  set.offsets.push_back(0);
-  set.group = plan.group;
+  PromptStore set;
+  // Reserve exactly what will be stored: every request's own tokens and each distinct head once.
+  uint64_t stored_tokens = 0;
+  for (const uint32_t len : plan.length_tokens) stored_tokens += len;
+  if (s.kind == SharingKind::kGroups || s.kind == SharingKind::kTwoPrefixes ||
+      s.kind == SharingKind::kRadix) {
+    FlatHashMap<uint32_t, uint8_t> heads;
+    for (const uint32_t g : plan.group) heads.Insert(g, 0);
+    const uint64_t head_tokens = s.kind == SharingKind::kRadix ? uint64_t{s.levels} * s.level_tokens
+                                                               : uint64_t{s.prefix_tokens};
+    stored_tokens += heads.size() * head_tokens;
+  }  // kFractional: its common segment is inside the lengths' sum (the longest shared part)
+  set.Reserve(n, stored_tokens);
   Rng unique_rng = StreamRng(seed, kUniqueSalt);
-  std::vector<Token>& tokens = set.tokens;
 
-  // First-copy offsets of shared segments: dense for groups and the two prefixes, a flat hash
-  // map for radix nodes (a tree of 8 levels has far more nodes than any run visits).
+  // Where each distinct head is stored: dense for groups and the two prefixes, a flat hash map
+  // of radix leaves (a tree of 8 levels has far more leaves than any run visits).
   std::vector<uint64_t> group_offset(s.kind == SharingKind::kGroups ? s.groups : 2, kNoOffset);
-  FlatHashMap<uint64_t, uint64_t> node_offset;
+  FlatHashMap<uint64_t, uint64_t> leaf_offset;
   std::vector<uint64_t> level_size;  // branching^(levels - 1 - l): leaf / it = node at level l
   if (s.kind == SharingKind::kRadix) {
     level_size.assign(s.levels, 1);
     for (uint32_t l = s.levels - 1; l > 0; --l) level_size[l - 1] = level_size[l] * s.branching;
   }
-  // kFractional: one common segment, as long as the longest shared part; each prompt copies
-  // round(f * len) tokens of it.
-  std::vector<Token> common;
+  // kFractional: one common segment, as long as the longest shared part; each prompt's head is
+  // its first round(f * len) tokens.
+  uint64_t common_offset = 0;
   if (s.kind == SharingKind::kFractional) {
     uint64_t longest = 0;
     for (const uint32_t len : plan.length_tokens) {
       longest =
           std::max<uint64_t>(longest, static_cast<uint64_t>(std::llround(s.shared_fraction * len)));
     }
-    common.resize(longest);
+    common_offset = set.AppendTokens(longest);
     Rng rng(MixBits(seed ^ kSegmentSalt));
-    FillRandomTokens(rng, common.data(), longest);
+    FillRandomTokens(rng, set.MutableTokens(common_offset), longest);
   }
 
   for (uint64_t i = 0; i < n; ++i) {
     const uint32_t len = plan.length_tokens[i];
     uint64_t unique_tokens = len;
+    PromptStore::Piece head;
     switch (s.kind) {
       case SharingKind::kGroups:
       case SharingKind::kTwoPrefixes: {
         const uint32_t g = plan.group[i];
-        WriteSegment(tokens, Grow(tokens, s.prefix_tokens), s.prefix_tokens, seed, g,
-                     [&](uint64_t key) -> uint64_t& { return group_offset[key]; });
+        if (group_offset[g] == kNoOffset) {
+          group_offset[g] = set.AppendTokens(s.prefix_tokens);
+          FillSegment(set.MutableTokens(group_offset[g]), s.prefix_tokens, seed, g);
+        }
+        head = {group_offset[g], s.prefix_tokens};
         break;
       }
       case SharingKind::kRadix: {
         const uint64_t leaf = plan.group[i];
-        for (uint32_t l = 0; l < s.levels; ++l) {
-          // Node ids are unique per level; the level goes in the top byte.
-          const uint64_t key = (uint64_t{l} << 56) | (leaf / level_size[l]);
-          WriteSegment(
-              tokens, Grow(tokens, s.level_tokens), s.level_tokens, seed, key,
-              [&](uint64_t k) -> uint64_t& { return *node_offset.Insert(k, kNoOffset).first; });
+        const uint64_t path_tokens = uint64_t{s.levels} * s.level_tokens;
+        uint64_t& offset = *leaf_offset.Insert(leaf, kNoOffset).first;
+        if (offset == kNoOffset) {
+          const uint64_t at = set.AppendTokens(path_tokens);
+          for (uint32_t l = 0; l < s.levels; ++l) {
+            // Node ids are unique per level; the level goes in the top byte.
+            const uint64_t key = (uint64_t{l} << 56) | (leaf / level_size[l]);
+            FillSegment(set.MutableTokens(at + uint64_t{l} * s.level_tokens), s.level_tokens, seed,
+                        key);
+          }
+          offset = at;
         }
+        head = {offset, static_cast<uint32_t>(path_tokens)};
         break;
       }
       case SharingKind::kFractional: {
         const auto shared = static_cast<uint64_t>(std::llround(s.shared_fraction * len));
-        std::copy_n(common.data(), shared, Grow(tokens, shared));
+        head = {common_offset, static_cast<uint32_t>(shared)};
         unique_tokens = len - shared;
         break;
       }
       case SharingKind::kNone:
         break;
     }
-    FillRandomTokens(unique_rng, Grow(tokens, unique_tokens), unique_tokens);
-    set.offsets.push_back(tokens.size());
+    const uint64_t tail = set.AppendTokens(unique_tokens);
+    FillRandomTokens(unique_rng, set.MutableTokens(tail), unique_tokens);
+    set.AddPrompt(head, {tail, static_cast<uint32_t>(unique_tokens)}, plan.group[i]);
   }
   return set;
 }
@@ -466,12 +471,15 @@ Workload GenerateFromTrace(const TraceSpec& spec, const WorkloadLimits& limits) 
   Workload w;
   w.arrival_ns.resize(n);
   w.output_tokens.resize(n);
-  PromptSet& set = w.prompts;
-  set.tokens.reserve(trace.total_input_tokens);
-  set.offsets.reserve(n + 1);
-  set.offsets.push_back(0);
-  set.group.resize(n);
+  PromptStore& set = w.prompts;
+  set.Reserve(n, trace.total_input_tokens);  // an upper bound: untouched capacity costs no RSS
   FlatHashMap<uint64_t, uint32_t> group_of_block;  // grouping block id -> dense group id
+  // Where each full block is stored (its first full appearance). A record's head is the longest
+  // run of its leading blocks stored back to back; the rest is written after it as the record's
+  // tail (blocks stored elsewhere copied, new ones generated), and a new full block's first
+  // place is where it lands there, so the next record of the conversation finds it.
+  FlatHashMap<uint64_t, uint64_t> block_offset;
+  const uint64_t bt = spec.block_tokens;
 
   for (size_t i = 0; i < n; ++i) {
     const TraceRecord& r = trace.records[i];
@@ -481,20 +489,47 @@ Workload GenerateFromTrace(const TraceSpec& spec, const WorkloadLimits& limits) 
     w.output_tokens[i] = r.output_tokens;
 
     const std::span<const uint64_t> blocks = trace.Blocks(i);
-    Token* out = Grow(set.tokens, r.input_tokens);
-    uint64_t remaining = r.input_tokens;
-    for (const uint64_t id : blocks) {
-      const uint64_t count = std::min<uint64_t>(remaining, spec.block_tokens);
-      Rng rng(MixBits(id ^ kTraceBlockSalt));
-      FillRandomTokens(rng, out, count);
-      out += count;
-      remaining -= count;
+    // Tokens of block k: a full block_tokens but the last, which is cut to input_length.
+    const auto count_of = [&](size_t k) {
+      return std::min<uint64_t>(bt, r.input_tokens - std::min<uint64_t>(r.input_tokens, k * bt));
+    };
+    size_t run = 0;  // leading blocks stored back to back, full
+    uint64_t head_offset = 0;
+    while (run < blocks.size() && count_of(run) == bt) {
+      const uint64_t* at = block_offset.Find(blocks[run]);
+      if (at == nullptr || (run > 0 && *at != head_offset + run * bt)) break;
+      if (run == 0) head_offset = *at;
+      ++run;
     }
-    set.offsets.push_back(set.tokens.size());
+    uint64_t tail_tokens = 0;
+    for (size_t k = run; k < blocks.size(); ++k) tail_tokens += count_of(k);
+    const uint64_t tail_offset = set.AppendTokens(tail_tokens);
+    uint64_t written = 0;
+    for (size_t k = run; k < blocks.size(); ++k) {
+      const uint64_t count = count_of(k);
+      const uint64_t here = tail_offset + written;
+      const uint64_t* stored = count == bt ? block_offset.Find(blocks[k]) : nullptr;
+      if (stored != nullptr) {
+        const Token* from = set.Tokens(*stored);
+        std::copy(from, from + count, set.MutableTokens(here));
+      } else {
+        Rng rng(MixBits(blocks[k] ^ kTraceBlockSalt));
+        FillRandomTokens(rng, set.MutableTokens(here), count);
+        if (count == bt) block_offset.Insert(blocks[k], here);
+      }
+      written += count;
+    }
+    PromptStore::Piece head{head_offset, static_cast<uint32_t>(run * bt)};
+    PromptStore::Piece tail{tail_offset, static_cast<uint32_t>(tail_tokens)};
+    if (run > 0 && head.offset + head.tokens == tail.offset) {  // one run: the head grows
+      head.tokens += tail.tokens;
+      tail = {tail.offset + tail.tokens, 0};
+    }
 
     // Oracle group: the request's second block (its first when it has one). See the header.
     const uint64_t key = blocks.size() >= 2 ? blocks[1] : blocks[0];
-    set.group[i] = *group_of_block.Insert(key, static_cast<uint32_t>(group_of_block.size())).first;
+    set.AddPrompt(head, tail,
+                  *group_of_block.Insert(key, static_cast<uint32_t>(group_of_block.size())).first);
   }
   return w;
 }

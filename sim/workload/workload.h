@@ -2,15 +2,17 @@
 // structure, and output lengths. Generated from a WorkloadSpec and a seed (same spec and seed give
 // the same workload bit for bit), or read from a Mooncake-format trace.
 //
-// Prompts are stored as token ids in one flat arena (PromptSet), because the selectors work on
-// tokens. Arrival times are integer nanoseconds (simulated time). Generation is O(total tokens).
+// Prompts are token ids (the selectors work on tokens) in a PromptStore (prompt_store.h): each
+// distinct shared prefix stored once, then each request's own tokens, so memory follows the
+// unique tokens of a workload, not the total. Arrival times are integer nanoseconds (simulated
+// time). Generation is O(requests + stored tokens).
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
-#include "sim/workload/synthetic_prompts.h"
+#include "sim/workload/prompt_store.h"
 
 namespace feather {
 
@@ -76,10 +78,12 @@ struct TraceSpec {
 };
 
 // Memory guards, checked before anything is generated (scenario validation for synthetic
-// workloads, the trace reader for traces). Every prompt token of a run lives in one arena of
-// 4-byte ids, and per-request state is a few hundred bytes, so these bound a run's memory. The
-// defaults fit a machine with 8+ GB; a scenario's `limits:` section (or --set limits.KEY=N)
-// raises them. See scenarios/README.md.
+// workloads, the trace reader for traces). They count prompt tokens as if every prompt were
+// stored whole (4-byte ids), which bounds the work of a run (hashing, matching) and, with
+// per-request state of a few hundred bytes, bounds its memory from above: the store keeps shared
+// prefixes once (prompt_store.h), so a run with sharing uses far less. The defaults fit a
+// machine with 8+ GB; a scenario's `limits:` section (or --set limits.KEY=N) raises them. See
+// scenarios/README.md.
 struct WorkloadLimits {
   uint64_t max_requests = 10'000'000;         // requests of a run
   uint64_t max_prompt_tokens = 1'000'000;     // tokens of one prompt (shared part included)
@@ -125,7 +129,7 @@ struct WorkloadSize {
 struct Workload {
   std::vector<int64_t> arrival_ns;      // non-decreasing
   std::vector<uint32_t> output_tokens;  // >= 1
-  PromptSet prompts;                    // prompts.group = Oracle prefix group (above)
+  PromptStore prompts;                  // prompts.group = Oracle prefix group (above)
 
   [[nodiscard]] size_t size() const { return arrival_ns.size(); }
 };

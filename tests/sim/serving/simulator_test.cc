@@ -43,7 +43,7 @@ class ConstantEngine final : public Engine {
 Workload MakeWorkload(uint32_t count, uint32_t groups, uint32_t prefix, uint32_t suffix,
                       uint32_t output, int64_t gap_ns, uint64_t seed = 7) {
   Workload w;
-  w.prompts = MakeGroupedPrompts(count, groups, prefix, suffix, seed);
+  w.prompts = StoreEachPrompt(MakeGroupedPrompts(count, groups, prefix, suffix, seed));
   for (uint32_t i = 0; i < count; ++i) {
     w.arrival_ns.push_back(gap_ns * i);
     w.output_tokens.push_back(output + i % 3);
@@ -190,17 +190,19 @@ TEST(SimulatorTest, PreemptsByRecomputeWhenBlocksRunOut) {
 Workload MakeSizedWorkload(const std::vector<uint32_t>& prompt_tokens,
                            const std::vector<uint32_t>& output_tokens, int64_t gap_ns = 0) {
   Workload w;
-  w.prompts.offsets.push_back(0);
+  PromptSet all;
+  all.offsets.push_back(0);
   for (size_t i = 0; i < prompt_tokens.size(); ++i) {
     const PromptSet one =
         MakeGroupedPrompts(1, 1, 0, std::max<uint32_t>(prompt_tokens[i], 1), 100 + i);
     const auto p = one.Prompt(0).first(prompt_tokens[i]);
-    w.prompts.tokens.insert(w.prompts.tokens.end(), p.begin(), p.end());
-    w.prompts.offsets.push_back(w.prompts.tokens.size());
-    w.prompts.group.push_back(static_cast<uint32_t>(i));
+    all.tokens.insert(all.tokens.end(), p.begin(), p.end());
+    all.offsets.push_back(all.tokens.size());
+    all.group.push_back(static_cast<uint32_t>(i));
     w.arrival_ns.push_back(gap_ns * static_cast<int64_t>(i));
     w.output_tokens.push_back(output_tokens[i]);
   }
+  w.prompts = StoreEachPrompt(all);
   return w;
 }
 

@@ -103,7 +103,7 @@ TEST(WorkloadLimitsTest, EstimateIsExactForFixedLengths) {
   EXPECT_DOUBLE_EQ(size.expected_total_tokens, 5.1e6);
   spec.requests = 20;
   const Workload w = GenerateWorkload(spec, 1);
-  EXPECT_EQ(w.prompts.tokens.size(), 20u * 5100u);
+  EXPECT_EQ(CopyEachPrompt(w.prompts).tokens.size(), 20u * 5100u);
   spec.prompt_tokens = LengthSpec{LengthKind::kUniform, 0, 10, 30, 0, 0};
   spec.sharing.kind = SharingKind::kRadix;
   spec.sharing.levels = 3;

@@ -25,7 +25,7 @@ const std::string kFixture = std::string(FEATHER_SOURCE_DIR) + "/tests/sim/data/
 const std::string kRealTrace =
     std::string(FEATHER_SOURCE_DIR) + "/../shared/traces/conversation_trace.jsonl";
 
-size_t Lcp(std::span<const Token> a, std::span<const Token> b) {
+size_t Lcp(PromptView a, PromptView b) {
   const size_t n = std::min(a.size(), b.size());
   size_t i = 0;
   while (i < n && a[i] == b[i]) ++i;
@@ -62,21 +62,21 @@ void ExpectWellFormed(const Workload& w, uint64_t n) {
   ASSERT_EQ(w.size(), n);
   ASSERT_EQ(w.output_tokens.size(), n);
   ASSERT_EQ(w.prompts.size(), n);
-  ASSERT_EQ(w.prompts.offsets.size(), n + 1);
-  EXPECT_EQ(w.prompts.offsets.back(), w.prompts.tokens.size());
+  ASSERT_EQ(CopyEachPrompt(w.prompts).offsets.size(), n + 1);
+  EXPECT_EQ(CopyEachPrompt(w.prompts).offsets.back(), CopyEachPrompt(w.prompts).tokens.size());
   EXPECT_TRUE(std::is_sorted(w.arrival_ns.begin(), w.arrival_ns.end()));
   for (uint64_t i = 0; i < n; ++i) {
     EXPECT_GE(w.output_tokens[i], 1u);
     EXPECT_GE(w.prompts.Prompt(i).size(), 1u);
   }
-  for (const Token t : w.prompts.tokens) ASSERT_GE(t, 1);
+  for (const Token t : CopyEachPrompt(w.prompts).tokens) ASSERT_GE(t, 1);
 }
 
 void ExpectIdentical(const Workload& a, const Workload& b) {
   EXPECT_EQ(a.arrival_ns, b.arrival_ns);
   EXPECT_EQ(a.output_tokens, b.output_tokens);
-  EXPECT_EQ(a.prompts.tokens, b.prompts.tokens);
-  EXPECT_EQ(a.prompts.offsets, b.prompts.offsets);
+  EXPECT_EQ(CopyEachPrompt(a.prompts).tokens, CopyEachPrompt(b.prompts).tokens);
+  EXPECT_EQ(CopyEachPrompt(a.prompts).offsets, CopyEachPrompt(b.prompts).offsets);
   EXPECT_EQ(a.prompts.group, b.prompts.group);
 }
 
@@ -110,7 +110,7 @@ TEST(WorkloadTest, DifferentSeedsGiveDifferentWorkloads) {
     const Workload b = GenerateWorkload(spec, 2);
     EXPECT_NE(a.arrival_ns, b.arrival_ns);
     EXPECT_NE(a.output_tokens, b.output_tokens);
-    EXPECT_NE(a.prompts.tokens, b.prompts.tokens);
+    EXPECT_NE(CopyEachPrompt(a.prompts).tokens, CopyEachPrompt(b.prompts).tokens);
   }
 }
 
@@ -122,7 +122,7 @@ TEST(WorkloadTest, StreamsAreIndependent) {
   const Workload b = GenerateWorkload(spec, 7);
   EXPECT_NE(a.arrival_ns, b.arrival_ns);
   EXPECT_EQ(a.output_tokens, b.output_tokens);
-  EXPECT_EQ(a.prompts.tokens, b.prompts.tokens);
+  EXPECT_EQ(CopyEachPrompt(a.prompts).tokens, CopyEachPrompt(b.prompts).tokens);
   EXPECT_EQ(a.prompts.group, b.prompts.group);
 }
 
@@ -130,7 +130,7 @@ TEST(WorkloadTest, GroupsShareExactlyTheirPrefix) {
   const WorkloadSpec spec = SmallGroups();
   const Workload w = GenerateWorkload(spec, 3);
   ExpectWellFormed(w, spec.requests);
-  const PromptSet& p = w.prompts;
+  const PromptSet p = CopyEachPrompt(w.prompts);
   std::vector<int> seen(spec.sharing.groups, 0);
   for (size_t i = 0; i < p.size(); ++i) {
     ASSERT_LT(p.group[i], spec.sharing.groups);
@@ -176,7 +176,7 @@ TEST(WorkloadTest, RadixCommonPrefixIsTheCommonTreePath) {
   spec.prompt_tokens = Fixed(5);
   const Workload w = GenerateWorkload(spec, 5);
   ExpectWellFormed(w, spec.requests);
-  const PromptSet& p = w.prompts;
+  const PromptSet p = CopyEachPrompt(w.prompts);
   std::vector<bool> leaf_seen(27, false);
   for (size_t i = 0; i < p.size(); ++i) {
     ASSERT_LT(p.group[i], 27u);
@@ -220,7 +220,7 @@ TEST(WorkloadTest, FractionalSharingCoversTheFractionOfEachPrompt) {
   spec.prompt_tokens = Uniform(10, 60);
   const Workload w = GenerateWorkload(spec, 9);
   ExpectWellFormed(w, spec.requests);
-  const PromptSet& p = w.prompts;
+  const PromptSet p = CopyEachPrompt(w.prompts);
   for (size_t i = 0; i < p.size(); ++i) {
     EXPECT_EQ(p.group[i], 0u);
     const size_t shared_i =
@@ -257,7 +257,7 @@ TEST(WorkloadTest, TwoPrefixesMixedWithFraction) {
   spec.prompt_tokens = Fixed(4);
   const Workload w = GenerateWorkload(spec, 13);
   ExpectWellFormed(w, spec.requests);
-  const PromptSet& p = w.prompts;
+  const PromptSet p = CopyEachPrompt(w.prompts);
   double a_count = 0;
   for (size_t i = 0; i < p.size(); ++i) {
     ASSERT_LE(p.group[i], 1u);
@@ -512,7 +512,7 @@ TEST(WorkloadTest, TraceReplaySharesExactlyTheTraceBlocks) {
   // Records (4-token blocks): [0,1,2] 10 tokens, [0,1] 8, [0,3] 7, [0] 3, [0,1,2] 12.
   EXPECT_EQ(w.arrival_ns, (std::vector<int64_t>{0, 0, 750'000'000, 1'000'000'000, 1'000'000'000}));
   EXPECT_EQ(w.output_tokens, (std::vector<uint32_t>{5, 3, 2, 1, 9}));
-  const PromptSet& p = w.prompts;
+  const PromptSet p = CopyEachPrompt(w.prompts);
   const std::vector<size_t> length = {10, 8, 7, 3, 12};
   for (size_t i = 0; i < 5; ++i) EXPECT_EQ(p.Prompt(i).size(), length[i]) << i;
   EXPECT_EQ(Lcp(p.Prompt(0), p.Prompt(1)), 8u);   // blocks 0, 1
@@ -530,10 +530,13 @@ TEST(WorkloadTest, TraceIgnoresSeedAndRequestsAndHonoursLimit) {
   spec.trace.limit = 3;
   const Workload w = GenerateWorkload(spec, 1);
   EXPECT_EQ(w.size(), 3u);
-  // A block's tokens depend on its id alone, so a prefix of the trace gives a prefix of the arena.
+  // A block's tokens depend on its id alone, so a prefix of the trace gives a prefix of the
+  // prompts.
   const Workload all = GenerateWorkload(FixtureTrace(), 1);
-  EXPECT_TRUE(
-      std::equal(w.prompts.tokens.begin(), w.prompts.tokens.end(), all.prompts.tokens.begin()));
+  const std::vector<Token> first = CopyEachPrompt(w.prompts).tokens;
+  const std::vector<Token> every = CopyEachPrompt(all.prompts).tokens;
+  ASSERT_LE(first.size(), every.size());
+  EXPECT_TRUE(std::equal(first.begin(), first.end(), every.begin()));
   spec.trace.time_scale = 0;  // replay offline
   for (const int64_t t : GenerateWorkload(spec, 1).arrival_ns) EXPECT_EQ(t, 0);
 }
@@ -572,7 +575,7 @@ TEST(WorkloadTest, RealTraceFirstHundredRequests) {
   ExpectWellFormed(w, 100);
   EXPECT_EQ(w.prompts.Prompt(0).size(), 6758u);
   EXPECT_EQ(w.output_tokens[0], 500u);
-  const PromptSet& p = w.prompts;
+  const PromptSet p = CopyEachPrompt(w.prompts);
   for (size_t i = 1; i < p.size(); ++i) {
     // Block 0 is the common system prefix of every request.
     EXPECT_GE(Lcp(p.Prompt(i), p.Prompt(0)), std::min<size_t>(512, p.Prompt(i).size())) << i;
