@@ -1,8 +1,6 @@
 // cuda_calibration.cc: the CUDA target's probes, base profile and grid (see cuda_calibration.h).
 #include "calib/cuda_calibration.h"
 
-#if FEATHER_HAVE_CUDA
-
 #include <algorithm>
 #include <memory>
 #include <stdexcept>
@@ -11,10 +9,13 @@
 #include <utility>
 
 #include "calib/harness.h"
+#if FEATHER_HAVE_CUDA
 #include "hw/cuda/cuda_engine.h"
+#endif
 
 namespace feather::calib {
 
+#if FEATHER_HAVE_CUDA
 CudaProbes RunCudaProbes(bool quick) {
   const size_t bytes = quick ? size_t{256} << 20 : size_t{1} << 30;
   const int reps = quick ? 5 : 20;
@@ -22,6 +23,7 @@ CudaProbes RunCudaProbes(bool quick) {
                     hw::cuda::MeasureReadBandwidth(bytes, reps),
                     hw::cuda::MeasureBf16GemmTflops(quick ? 4096 : 8192, quick ? 3 : 10)};
 }
+#endif
 
 DeviceProfile CudaBaseProfile(const CudaProbes& probes, const hw::cuda::CudaDeviceInfo& device) {
   DeviceProfile profile;
@@ -30,6 +32,8 @@ DeviceProfile CudaBaseProfile(const CudaProbes& probes, const hw::cuda::CudaDevi
   profile.notes =
       "Calibrated by `feather calibrate --target cuda` on this GPU: peaks from probes, the other "
       "parameters fitted to steps of the real CUDA engine (hw/cuda/cuda_engine.h).";
+  profile.provenance.push_back("GPU probes of " + device.name +
+                               " (hw/cuda/gpu_probes.h: read kernel, cuBLASLt bf16 GEMM)");
   auto set = [&profile](std::string_view name, double value, ParameterSource source,
                         std::string note) {
     const auto parameters = ProfileParameters();
@@ -70,6 +74,7 @@ DeviceProfile CudaBaseProfile(const CudaProbes& probes, const hw::cuda::CudaDevi
   return profile;
 }
 
+#if FEATHER_HAVE_CUDA
 std::vector<MeasuredStep> MeasureCudaGrid(std::vector<GridPoint>& grid, const ModelConfig& model,
                                           uint64_t pool_blocks, int repetitions,
                                           const std::function<void()>& after_step,
@@ -101,6 +106,6 @@ std::vector<MeasuredStep> MeasureCudaGrid(std::vector<GridPoint>& grid, const Mo
   return RowsOf(MeasureSteps(measured_engines, steps, model, options));
 }
 
-}  // namespace feather::calib
-
 #endif  // FEATHER_HAVE_CUDA
+
+}  // namespace feather::calib

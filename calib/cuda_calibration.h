@@ -3,10 +3,9 @@
 // CalibrationGrid: sizes scaled for a 2-core CPU, small for a GPU — to be scaled up once it has
 // run on one) measured on CudaEngines through the engine-agnostic harness (calib/harness.h), and
 // a base profile whose peaks are the GPU probes (hw/cuda/gpu_probes.h): DRAM bandwidth from the
-// read probe, dense FLOP/s from cuBLASLt bf16, sm_count from the device.
+// read probe, dense FLOP/s from cuBLASLt bf16, sm_count from the device. CudaBaseProfile is host
+// code (tested on the CPU); the probes and the grid need a GPU and exist in CUDA builds only.
 #pragma once
-
-#if FEATHER_HAVE_CUDA
 
 #include <cstdint>
 #include <functional>
@@ -28,15 +27,18 @@ struct CudaProbes {
   hw::cuda::GpuProbeResult flops;  // TFLOP/s, bf16
 };
 
-[[nodiscard]] CudaProbes RunCudaProbes(bool quick);
-
+// The starting profile of a CUDA fit: memory from the device, peaks from the probes (GB/s and
+// TFLOP/s converted to bytes/s and FLOP/s), sm_count from the device; the rest starting values.
 [[nodiscard]] DeviceProfile CudaBaseProfile(const CudaProbes& probes,
                                             const hw::cuda::CudaDeviceInfo& device);
+
+#if FEATHER_HAVE_CUDA
+[[nodiscard]] CudaProbes RunCudaProbes(bool quick);
 
 [[nodiscard]] std::vector<MeasuredStep> MeasureCudaGrid(
     std::vector<GridPoint>& grid, const ModelConfig& model, uint64_t pool_blocks, int repetitions,
     const std::function<void()>& after_step, const std::function<void(int pass)>& after_pass);
 
-}  // namespace feather::calib
-
 #endif  // FEATHER_HAVE_CUDA
+
+}  // namespace feather::calib
