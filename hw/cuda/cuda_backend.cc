@@ -17,6 +17,7 @@
 #include "hw/cuda/cuda_check.h"
 #include "hw/cuda/device.h"
 #include "hw/cuda/gemm_cublas.h"
+#include "hw/cuda/step_plans.h"
 #include "hw/weight_init.h"
 
 namespace feather::hw::cuda {
@@ -69,41 +70,36 @@ class DeviceArray {
   size_t capacity_ = 0;
 };
 
-// One attention plan and its device copy.
+// The device copy of one attention plan.
 struct DevicePlan {
-  AttentionPlan plan;
+  const AttentionPlan* plan = nullptr;
   bool active = false;
   DeviceArray<AttentionWorkItem> items;
   DeviceArray<uint32_t> row_list, merge_rows, merge_indptr, merge_slots;
   DeviceArray<float> partial_out, partial_lse;
 
-  void Upload(cudaStream_t stream, uint32_t heads, uint32_t head_dim) {
-    items.Upload(plan.items, stream);
-    row_list.Upload(plan.row_list, stream);
-    merge_rows.Upload(plan.merge_rows, stream);
-    merge_indptr.Upload(plan.merge_indptr, stream);
-    merge_slots.Upload(plan.merge_slots, stream);
-    partial_out.Reserve(size_t{plan.num_slots} * heads * head_dim);
-    partial_lse.Reserve(size_t{plan.num_slots} * heads);
+  void Upload(const AttentionPlan& host, cudaStream_t stream, uint32_t heads, uint32_t head_dim) {
+    plan = &host;
+    items.Upload(host.items, stream);
+    row_list.Upload(host.row_list, stream);
+    merge_rows.Upload(host.merge_rows, stream);
+    merge_indptr.Upload(host.merge_indptr, stream);
+    merge_slots.Upload(host.merge_slots, stream);
+    partial_out.Reserve(size_t{host.num_slots} * heads * head_dim);
+    partial_lse.Reserve(size_t{host.num_slots} * heads);
   }
   void Fill(PagedAttentionArgs& a) const {
     a.items = items.data();
-    a.num_items = static_cast<uint32_t>(plan.items.size());
+    a.num_items = static_cast<uint32_t>(plan->items.size());
     a.row_list = row_list.data();
     a.merge_rows = merge_rows.data();
     a.merge_indptr = merge_indptr.data();
     a.merge_slots = merge_slots.data();
-    a.num_merge_rows = static_cast<uint32_t>(plan.merge_rows.size());
+    a.num_merge_rows = static_cast<uint32_t>(plan->merge_rows.size());
     a.partial_out = partial_out.data();
     a.partial_lse = partial_lse.data();
   }
 };
-
-void Build(DevicePlan& dp, const AttentionPlanInput& input) {
-  const std::string why = BuildAttentionPlan(input, dp.plan);
-  if (!why.empty()) throw std::invalid_argument("cuda engine: attention plan: " + why);
-  dp.active = true;
-}
 
 }  // namespace
 
@@ -134,6 +130,7 @@ struct CudaBackend::State {
   std::vector<uint32_t> row_entry;
   DeviceArray<uint32_t> d_kv_indptr, d_kv_indices, d_row_position, d_row_request, d_row_entry,
       d_sampled_row, d_cascade_indptr;
+  StepAttentionPlans plans;
   DevicePlan decode, prefix, prefill;
   std::vector<float> host_logits;
   std::vector<uint32_t> host_argmax;
@@ -216,11 +213,21 @@ struct CudaBackend::State {
     a.head_dim = model.head_dim;
     a.num_heads = model.heads;
     a.kv_heads = model.kv_heads;
-    a.kv_indptr = d_kv_indptr.data();
-    a.kv_indices = d_kv_indices.data();
     a.scale = scale;
     plan.Fill(a);
     return a;
+  }
+  StepPointers Pointers() {
+    StepPointers p;
+    p.q = q.data();
+    p.attn = attn.data();
+    p.suffix_lse = suffix_lse.data();
+    p.prefix_out = prefix_out.data();
+    p.prefix_lse = prefix_lse.data();
+    p.kv_indptr = d_kv_indptr.data();
+    p.kv_indices = d_kv_indices.data();
+    p.cascade_indptr = d_cascade_indptr.data();
+    return p;
   }
   void Fill(DeviceArray<float>& array, size_t n, WeightMatrix matrix, uint32_t layer, float bound) {
     LaunchFillWeights(array.Reserve(n), n, WeightKey(options.weight_seed, TagOf(matrix, layer)),
@@ -354,45 +361,23 @@ void CudaBackend::BeginStep(const StepLayout& layout) {
   s.d_row_entry.Upload(s.row_entry, s.stream);
   s.d_sampled_row.Upload(layout.sampled_row, s.stream);
 
-  // Plans: decode (or cascade suffix), cascade prefix, prefill.
-  AttentionPlanInput base;
-  base.page_size = layout.page_size;
-  base.num_heads = m.heads;
-  base.kv_heads = m.kv_heads;
-  base.head_dim = m.head_dim;
-  base.max_ctas = static_cast<uint32_t>(s.device.sm_count * std::max(1, s.options.ctas_per_sm));
-  s.decode.active = s.prefix.active = s.prefill.active = false;
-  const bool cascade = layout.cascade_prefix_tokens > 0;
-  if (layout.num_decode > 0) {
-    AttentionPlanInput in = base;
-    in.num_entries = layout.num_decode;
-    in.kv_indptr = layout.kv_indptr.data();
-    in.kv_last_page_len = layout.kv_last_page_len.data();
-    in.kv_begin = cascade ? layout.cascade_kv_begin.data() : nullptr;
-    Build(s.decode, in);
-    s.decode.Upload(s.stream, m.heads, m.head_dim);
+  // Plans: decode (or cascade suffix), cascade prefix, prefill (hw/cuda/step_plans.h).
+  const auto max_ctas =
+      static_cast<uint32_t>(s.device.sm_count * std::max(1, s.options.ctas_per_sm));
+  if (const std::string why =
+          PlanStepAttention(layout, m.heads, m.kv_heads, m.head_dim, max_ctas, s.plans);
+      !why.empty()) {
+    throw std::invalid_argument("cuda engine: attention plan: " + why);
   }
-  if (cascade) {
-    AttentionPlanInput in = base;
-    in.num_entries = 1;
-    in.kv_indptr = layout.cascade_indptr.data();
-    in.kv_last_page_len = layout.cascade_last_page_len.data();
-    const std::vector<uint32_t> qo = {0, layout.num_decode};
-    in.qo_indptr = qo.data();
-    Build(s.prefix, in);
-    s.prefix.Upload(s.stream, m.heads, m.head_dim);
+  s.decode.active = s.plans.has_decode;
+  s.prefix.active = s.plans.has_prefix;
+  s.prefill.active = s.plans.has_prefill;
+  if (s.decode.active) s.decode.Upload(s.plans.decode, s.stream, m.heads, m.head_dim);
+  if (s.prefix.active) {
+    s.prefix.Upload(s.plans.prefix, s.stream, m.heads, m.head_dim);
     s.d_cascade_indptr.Upload(layout.cascade_indptr, s.stream);
   }
-  if (layout.num_prefill > 0) {
-    AttentionPlanInput in = base;
-    in.num_entries = layout.num_prefill;
-    in.kv_indptr = layout.kv_indptr.data() + layout.num_decode;
-    in.kv_last_page_len = layout.kv_last_page_len.data() + layout.num_decode;
-    in.qo_indptr = layout.prefill_qo_indptr.data();
-    in.causal = true;
-    Build(s.prefill, in);
-    s.prefill.Upload(s.stream, m.heads, m.head_dim);
-  }
+  if (s.prefill.active) s.prefill.Upload(s.plans.prefill, s.stream, m.heads, m.head_dim);
   LaunchEmbed(s.x.data(), s.d_row_request.data(), s.d_row_position.data(), layout.num_rows,
               s.embedding.data(), s.lm_head.data(), m.hidden, m.vocab, m.tied_embeddings, s.stream);
 }
@@ -444,21 +429,16 @@ void CudaBackend::DecodeAttention(uint32_t layer, bool suffix_only) {
   FEATHER_CHECK(suffix_only == (s.step->cascade_prefix_tokens > 0),
                 "suffix-only decode attention without a cascade prefix (or the reverse)");
   PagedAttentionArgs a = s.Args(layer, s.decode);
-  a.q = s.q.data();
-  a.out = s.attn.data();
-  a.lse = suffix_only ? s.suffix_lse.data() : nullptr;
-  LaunchPagedAttention(a, s.decode.plan.geometry, s.stream);
+  ApplyStepForm(StepForm::kDecode, *s.step, s.q_width, s.Pointers(), a);
+  LaunchPagedAttention(a, s.plans.decode.geometry, s.stream);
 }
 
 void CudaBackend::CascadePrefix(uint32_t layer) {
   State& s = *state_;
   if (!s.prefix.active) return;
   PagedAttentionArgs a = s.Args(layer, s.prefix);
-  a.kv_indptr = s.d_cascade_indptr.data();  // one entry over the step's kv_indices
-  a.q = s.q.data();
-  a.out = s.prefix_out.data();
-  a.lse = s.prefix_lse.data();
-  LaunchPagedAttention(a, s.prefix.plan.geometry, s.stream);
+  ApplyStepForm(StepForm::kPrefix, *s.step, s.q_width, s.Pointers(), a);
+  LaunchPagedAttention(a, s.plans.prefix.geometry, s.stream);
 }
 
 void CudaBackend::CascadeMerge() {
@@ -471,12 +451,9 @@ void CudaBackend::CascadeMerge() {
 void CudaBackend::PrefillAttention(uint32_t layer) {
   State& s = *state_;
   if (!s.prefill.active) return;
-  const size_t first_row = s.step->qo_indptr[s.step->num_decode];
   PagedAttentionArgs a = s.Args(layer, s.prefill);
-  a.kv_indptr = s.d_kv_indptr.data() + s.step->num_decode;
-  a.q = s.q.data() + first_row * s.q_width;
-  a.out = s.attn.data() + first_row * s.q_width;
-  LaunchPagedAttention(a, s.prefill.plan.geometry, s.stream);
+  ApplyStepForm(StepForm::kPrefill, *s.step, s.q_width, s.Pointers(), a);
+  LaunchPagedAttention(a, s.plans.prefill.geometry, s.stream);
 }
 
 void CudaBackend::GatherSampledRows() {
