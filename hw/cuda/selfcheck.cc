@@ -13,16 +13,19 @@
 #include <vector>
 
 #include "base/rng.h"
+#include "hw/cpu_engine.h"
 #include "hw/cuda/attention_cases.h"
 #include "hw/cuda/attention_emulation.h"
 #include "hw/cuda/attention_kernels.h"
 #include "hw/cuda/cuda_check.h"
+#include "hw/cuda/cuda_engine.h"
 #include "hw/cuda/cupti_profiler.h"
 #include "hw/cuda/datasheet.h"
 #include "hw/cuda/gemm_cublas.h"
 #include "hw/cuda/gpu_probes.h"
 #include "hw/gemm.h"
 #include "hw/paged_kv.h"
+#include "hw/synthetic_batch.h"
 
 namespace feather::hw::cuda {
 namespace {
@@ -256,6 +259,50 @@ SelfcheckStamp RunCudaSelfcheck(const CudaDeviceInfo& device, std::ostream& out)
     }
     r.tolerance = 1e-2;
     return worst <= r.tolerance;
+  });
+
+  // The whole model step: engine: cuda against engine: cpu on the same plan (decode with a
+  // shared prefix, cascade on, and prefill chunks), fp32 KV, same weights (hw/weight_init.h).
+  report.Run("engine cuda vs cpu: logits of a 2-layer model step", [&](SelfcheckResult& r) {
+    ModelConfig model;
+    model.name = "selfcheck-tiny";
+    model.layers = 2;
+    model.hidden = 256;
+    model.heads = 8;
+    model.kv_heads = 2;
+    model.head_dim = 64;
+    model.intermediate = 512;
+    model.vocab = 1000;
+    model.dtype_bytes = 4;
+    SyntheticBatchSpec spec;
+    spec.decode_requests = 9;
+    spec.groups = 1;
+    spec.shared_prefix_tokens = 96;
+    spec.suffix_tokens = 40;
+    spec.suffix_jitter_tokens = 39;
+    spec.prefill_requests = 2;
+    spec.prefill_context_tokens = 33;
+    spec.prefill_chunk_tokens = 17;
+    const SyntheticBatch batch = MakeSyntheticBatch(spec);
+    CpuEngine cpu(model, batch.pool_blocks, 16, CpuEngineOptions{.num_threads = 1});
+    CudaEngine gpu(model, batch.pool_blocks, 16);
+    (void)cpu.Execute(batch.plan);
+    (void)gpu.Execute(batch.plan);
+    const auto want = cpu.last_logits();
+    const auto got = gpu.last_logits();
+    if (got.size() != want.size() || want.empty()) {
+      r.detail = "logits sizes differ: " + std::to_string(got.size()) + " vs " +
+                 std::to_string(want.size());
+      return false;
+    }
+    double scale = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      scale = std::max(scale, double{std::fabs(want[i])});
+      r.max_abs_error = std::max(r.max_abs_error, double{std::fabs(got[i] - want[i])});
+    }
+    r.tolerance = 1e-3 * (1 + scale);
+    r.detail = "cascade " + std::string(gpu.last_shape().cascade() ? "used" : "not used");
+    return r.max_abs_error <= r.tolerance;
   });
 
   const auto sheet = FindDatasheet(device.name);

@@ -10,6 +10,8 @@
 //               |err| ≤ 1e-5·k (fp32 sums of k products of O(1) values);
 //   bf16 gemm   cuBLASLt vs a double product of the same bf16 inputs: |err| ≤ 1e-2·(1 + |want|)
 //               (bf16 output rounding is 2^-8 relative);
+//   engine      engine: cuda vs engine: cpu on one step of a 2-layer fp32 model (decode with a
+//               shared prefix, cascade on, prefill chunks): logits |err| ≤ 1e-3·(1 + max|logit|);
 //   probes      copy and read bandwidth, bf16 GEMM TFLOP/s within the datasheet's band
 //               (hw/cuda/datasheet.h); SKIP on a device without a datasheet row;
 //   cupti       DRAM bytes read by the read probe's kernel over 512 MiB (≫ L2) within
