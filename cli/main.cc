@@ -423,7 +423,7 @@ int Main(int argc, char** argv) {
 
   ValidateCommandOptions validate_options;
   CLI::App* validate = app.add_subcommand(
-      "validate", "Run a scenario on the real CPU engine and on the model; compare");
+      "validate", "Run a scenario on a real engine (cpu or cuda) and on the model; compare");
   validate->add_option("scenario", validate_options.scenario_path, "Scenario YAML")
       ->required()
       ->check(CLI::ExistingFile);
