@@ -12,6 +12,9 @@
 
 namespace feather::hw::cuda {
 
+// cublasGetStatusString through the dlopen'ed cuBLAS (hw/cuda/gemm_cublas.cc).
+[[nodiscard]] const char* CublasStatusText(cublasStatus_t status);
+
 [[noreturn]] inline void ThrowCudaError(const char* call, const char* file, int line,
                                         const std::string& what) {
   throw std::runtime_error(std::string(call) + " failed at " + file + ":" + std::to_string(line) +
@@ -29,11 +32,12 @@ namespace feather::hw::cuda {
     }                                                                               \
   } while (0)
 
-#define FEATHER_CUBLAS_CHECK(call)                                                       \
-  do {                                                                                   \
-    const cublasStatus_t feather_cublas_status = (call);                                 \
-    if (feather_cublas_status != CUBLAS_STATUS_SUCCESS) {                                \
-      ::feather::hw::cuda::ThrowCudaError(#call, __FILE__, __LINE__,                     \
-                                          cublasGetStatusString(feather_cublas_status)); \
-    }                                                                                    \
+#define FEATHER_CUBLAS_CHECK(call)                                       \
+  do {                                                                   \
+    const cublasStatus_t feather_cublas_status = (call);                 \
+    if (feather_cublas_status != CUBLAS_STATUS_SUCCESS) {                \
+      ::feather::hw::cuda::ThrowCudaError(                               \
+          #call, __FILE__, __LINE__,                                     \
+          ::feather::hw::cuda::CublasStatusText(feather_cublas_status)); \
+    }                                                                    \
   } while (0)

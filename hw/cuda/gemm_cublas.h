@@ -6,7 +6,8 @@
 //             layers stay comparable with the CPU engine's fp32 GEMMs);
 //   Bf16Gemm  bf16 in and out, fp32 accumulation, through cublasLtMatmul with the heuristic's
 //             first algorithm (the FLOP probe and any bf16 layer).
-// Asynchronous on the stream given at construction. Every call checked (cuda_check.h).
+// Asynchronous on the stream given at construction. Every call checked (cuda_check.h). The
+// libraries are opened with dlopen on first use (gemm_cublas.cc says why).
 #pragma once
 
 #include <cublasLt.h>
@@ -14,8 +15,13 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <string>
 
 namespace feather::hw::cuda {
+
+// Loads cuBLAS and cuBLASLt (dlopen, once per process) and resolves every entry point used;
+// "" on success, else why not. Needs no GPU: the CPU tests call it.
+[[nodiscard]] std::string CheckCublasLoadable();
 
 class CublasGemm {
  public:

@@ -10,6 +10,7 @@
 
 #include "hw/cuda/attention_cases.h"
 #if FEATHER_HAVE_CUDA
+#include "hw/cuda/gemm_cublas.h"
 #include "hw/cuda/selfcheck.h"
 #endif
 
@@ -27,6 +28,16 @@ TEST(CudaDeviceTest, AnswersWithAReasonWhenThereIsNoDevice) {
     EXPECT_EQ(info.why_not.find('\n'), std::string::npos) << "one line";
   }
   EXPECT_EQ(CudaCompiledIn(), FEATHER_HAVE_CUDA != 0);
+}
+
+// cuBLAS and cuBLASLt are dlopen'ed, not linked: their names, paths and every symbol feather
+// calls must resolve (checked without a GPU).
+TEST(CudaDeviceTest, CublasLoadsAndEverySymbolResolves) {
+#if FEATHER_HAVE_CUDA
+  EXPECT_EQ(CheckCublasLoadable(), "");
+#else
+  GTEST_SKIP() << "built without CUDA (no nvcc at configure time)";
+#endif
 }
 
 TEST(CudaDeviceTest, SelfcheckPassesOnAGpu) {
