@@ -5,12 +5,14 @@
 #include <cstdio>
 #include <filesystem>
 #include <iomanip>
+#include <iostream>
 #include <memory>
 #include <numeric>
 #include <optional>
 #include <ostream>
 #include <random>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -18,6 +20,11 @@
 #include "calib/bench_table.h"
 #include "calib/harness.h"
 #include "calib/paper_experiments.h"
+#include "cli/selfcheck_command.h"
+#if FEATHER_HAVE_CUDA
+#include "hw/cuda/cuda_engine.h"
+#include "hw/cuda/cupti_profiler.h"
+#endif
 #include "hw/cpu_engine.h"
 #include "hw/host_info.h"
 #include "hw/probes.h"
@@ -45,7 +52,14 @@ double AttentionNs(const StepTiming& t) {
 
 double Optional(const std::optional<uint64_t>& v) { return v ? static_cast<double>(*v) : -1.0; }
 
-std::vector<hw::BenchTable> Tables(const std::vector<Row>& rows, const ModelConfig& model) {
+// The CUDA target's CUPTI counters of a row's step (dram__bytes_read.sum, L2 hit rate).
+struct RowCounters {
+  double dram_bytes_read = -1;
+  double l2_hit_rate = -1;
+};
+
+std::vector<hw::BenchTable> Tables(const std::vector<Row>& rows, const ModelConfig& model,
+                                   const std::vector<RowCounters>* cupti = nullptr) {
   std::vector<hw::BenchTable> tables;
   const double kv = static_cast<double>(model.KvBytesPerToken());
   for (const Row& row : rows) {
@@ -59,6 +73,12 @@ std::vector<hw::BenchTable> Tables(const std::vector<Row>& rows, const ModelConf
                             "llc_loads", "llc_load_misses"}) {
         tables.back().column_names.emplace_back(c);
         tables.back().columns.emplace_back();
+      }
+      if (cupti != nullptr) {
+        for (const char* c : {"dram_bytes_read", "l2_hit_rate"}) {
+          tables.back().column_names.emplace_back(c);
+          tables.back().columns.emplace_back();
+        }
       }
       tables.back().attributes["variants"] = "";
       tables.back().attributes["missing_counter_value"] = "-1 (perf_event_open refused)";
@@ -84,7 +104,13 @@ std::vector<hw::BenchTable> Tables(const std::vector<Row>& rows, const ModelConf
                              attention_ns > 0 ? referenced / attention_ns : 0.0,
                              Optional(row.m->counts.llc_loads),
                              Optional(row.m->counts.llc_load_misses)};
-    for (size_t c = 0; c < t.columns.size(); ++c) t.columns[c].push_back(values[c]);
+    const size_t base_columns = sizeof values / sizeof values[0];
+    for (size_t c = 0; c < base_columns; ++c) t.columns[c].push_back(values[c]);
+    if (cupti != nullptr) {
+      const RowCounters& counters = (*cupti)[static_cast<size_t>(&row - rows.data())];
+      t.columns[base_columns].push_back(counters.dram_bytes_read);
+      t.columns[base_columns + 1].push_back(counters.l2_hit_rate);
+    }
   }
   return tables;
 }
@@ -123,9 +149,7 @@ std::string Csv(const std::vector<hw::BenchTable>& tables, const std::vector<Row
   return csv.str();
 }
 
-}  // namespace
-
-int BenchExperimentsCommand(const BenchExperimentsOptions& options, std::ostream& out) {
+int CpuExperiments(const BenchExperimentsOptions& options, std::ostream& out) {
   const ResolvedText model_text = ReadNamedFile(options.model, "scenarios/models", "model");
   const ModelConfig model = ParseModelConfig(model_text.text, model_text.display_name);
   const int threads = options.threads > 0 ? options.threads : hw::UsableThreads();
@@ -161,6 +185,78 @@ int BenchExperimentsCommand(const BenchExperimentsOptions& options, std::ostream
   PrintSummary(out, rows);
   out << "wrote " << options.out_dir << "/experiments.h5 and experiments.csv\n";
   return 0;
+}
+
+#if FEATHER_HAVE_CUDA
+// The experiments on CudaEngines, each row's step then run once more under CUPTI's range
+// profiler for its DRAM bytes and L2 hit rate. Compiled, never run here (no GPU).
+int CudaExperiments(const BenchExperimentsOptions& options, std::ostream& out) {
+  const ResolvedText model_text = ReadNamedFile(options.model, "scenarios/models", "model");
+  const ModelConfig model = ParseModelConfig(model_text.text, model_text.display_name);
+  const int repetitions = options.quick ? 3 : 7;
+  const uint64_t pool = 16384;
+  const std::vector<ExperimentPoint> points = calib::PaperExperiments(options.quick, pool);
+  hw::cuda::CudaEngineOptions off;
+  off.cascade_attention = false;
+  hw::cuda::CudaEngineOptions on;
+  on.cascade_attention = true;
+  hw::cuda::CudaEngine without_cascade(model, pool, kBlockTokens, off);
+  hw::cuda::CudaEngine with_cascade(model, pool, kBlockTokens, on);
+  Engine* engines[2] = {&without_cascade, &with_cascade};
+  const std::vector<calib::StepMeasurement> measured = calib::MeasureExperiments(
+      points, engines, static_cast<uint32_t>(with_cascade.sm_count()), model, repetitions);
+  std::vector<Row> rows;
+  for (const bool cascade : {false, true}) {
+    for (size_t p = 0; p < points.size(); ++p) {
+      rows.push_back({&points[p], cascade, &measured[2 * p + (cascade ? 1 : 0)]});
+    }
+  }
+  std::fputc('\n', stderr);
+  std::stable_sort(rows.begin(), rows.end(), [](const Row& a, const Row& b) {
+    return a.point->experiment < b.point->experiment;
+  });
+  std::vector<RowCounters> counters(rows.size());
+  {
+    hw::cuda::CuptiRangeProfiler profiler;
+    for (size_t i = 0; i < rows.size(); ++i) {
+      Engine& engine = *engines[rows[i].cascade ? 1 : 0];
+      const hw::cuda::CuptiCounters c = profiler.Measure(
+          rows[i].point->experiment + " " + rows[i].point->variant,
+          [&] { (void)engine.Execute(rows[i].point->batch.plan); });
+      counters[i] = {c.dram_bytes_read, c.l2_hit_rate};
+    }
+  }
+  const std::vector<hw::BenchTable> tables = Tables(rows, model, &counters);
+  fs::create_directories(options.out_dir);
+  const HostInfo host = ReadHostInfo();
+  hw::WriteBenchTables(fs::path(options.out_dir) / "experiments.h5", tables, host);
+  WriteFileAtomically(fs::path(options.out_dir) / "experiments.csv", Csv(tables, rows));
+  PrintSummary(out, rows);
+  out << "wrote " << options.out_dir << "/experiments.h5 and experiments.csv (CUDA, with CUPTI "
+      << "dram_bytes_read and l2_hit_rate per point)\n";
+  return 0;
+}
+#endif
+
+}  // namespace
+
+int BenchExperimentsCommand(const BenchExperimentsOptions& options, std::ostream& out) {
+  if (options.target == "cuda") {
+    if (const std::string why = CudaTargetGate(); !why.empty()) {
+      std::cerr << "feather bench experiments --target cuda: " << why << '\n';
+      return 2;
+    }
+#if FEATHER_HAVE_CUDA
+    return CudaExperiments(options, out);
+#else
+    std::cerr << "feather bench experiments --target cuda: this feather was built without CUDA\n";
+    return 2;
+#endif
+  }
+  if (options.target != "cpu") {
+    throw std::invalid_argument("--target must be cpu or cuda, got '" + options.target + "'");
+  }
+  return CpuExperiments(options, out);
 }
 
 }  // namespace feather

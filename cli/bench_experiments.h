@@ -1,7 +1,8 @@
 // bench_experiments.h: `feather bench experiments`, the paper's engine micro-experiments (DESIGN.md,
 // "Experiments the tool must reproduce", Exp 1–6) on the real CPU engine.
 //
-//   feather bench experiments [--quick] [--out DIR] [--model NAME|FILE] [--threads N]
+//   feather bench experiments [--target cpu|cuda] [--quick] [--out DIR] [--model NAME|FILE]
+//                             [--threads N]
 //
 // Each point is one decode step of a hand-built batch (block tables sharing physical prefix
 // blocks as a paged KV cache with prefix caching would), executed by hw::CpuEngine with cascade
@@ -31,6 +32,9 @@ struct BenchExperimentsOptions {
   std::string out_dir = "out/experiments";
   std::string model = "cpu-small";
   int threads = 0;  // 0: every CPU this process may use
+  // "cpu", or "cuda": the same points on CudaEngines plus CUPTI's dram_bytes_read and l2_hit_rate
+  // per point (exits 2 with one line without a GPU; compiled, never run here).
+  std::string target = "cpu";
 };
 
 int BenchExperimentsCommand(const BenchExperimentsOptions& options, std::ostream& out);

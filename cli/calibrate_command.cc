@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iomanip>
+#include <iostream>
 #include <memory>
 #include <numeric>
 #include <nlohmann/json.hpp>
@@ -17,11 +18,14 @@
 #include <vector>
 
 #include "calib/cpu_calibration.h"
+#include "calib/cuda_calibration.h"
 #include "calib/fit.h"
 #include "calib/published_rows.h"
 #include "calib/rows_csv.h"
 #include "cli/atomic_file.h"
 #include "cli/interrupt.h"
+#include "cli/selfcheck_command.h"
+#include "hw/cuda/device.h"
 #include "hw/gemm.h"
 #include "hw/host_info.h"
 #include "sim/engine/device_profile.h"
@@ -291,13 +295,91 @@ int Refit(const CalibrateCommandOptions& options, std::ostream& out) {
   return 0;
 }
 
+#if FEATHER_HAVE_CUDA
+// `--target cuda` after its gates: GPU probes, the grid on CUDA engines, the same fit.
+int CalibrateCuda(const CalibrateCommandOptions& options, std::ostream& out) {
+  const auto started = std::chrono::steady_clock::now();
+  const ResolvedText model_text = ReadNamedFile(options.model, "scenarios/models", "model");
+  const ModelConfig model = ParseModelConfig(model_text.text, model_text.display_name);
+  const hw::cuda::CudaDeviceInfo device = hw::cuda::QueryCudaDevice();
+  const HostInfo host = ReadHostInfo();
+  const std::string out_path = options.out_path.empty()
+                                   ? std::string("out/calibrate/cuda") +
+                                         (options.quick ? "-quick" : "") + ".yaml"
+                                   : options.out_path;
+  out << "probing " << device.name << " (copy, read, bf16 GEMM)...\n" << std::flush;
+  const calib::CudaProbes probes = calib::RunCudaProbes(options.quick);
+  ThrowIfInterrupted();
+  out << "  copy " << probes.copy.best << " GB/s, read " << probes.read.best << " GB/s, bf16 GEMM "
+      << probes.flops.best << " TFLOP/s\n";
+  std::vector<calib::GridPoint> grid = calib::CalibrationGrid(options.quick);
+  uint64_t pool_blocks = 0;
+  for (calib::GridPoint& point : grid) {
+    pool_blocks = std::max(pool_blocks, hw::MakeSyntheticBatch(point.spec).pool_blocks);
+  }
+  pool_blocks += pool_blocks / 8;
+  const int repetitions = options.quick ? 3 : 5;
+  const auto progress = [&](int pass) {
+    out << "\r  measured pass " << pass << "/" << repetitions << " over " << grid.size()
+        << " steps" << (pass == 0 ? " (warm-up)" : "") << std::flush;
+  };
+  const std::vector<MeasuredStep> rows = calib::MeasureCudaGrid(
+      grid, model, pool_blocks, repetitions, [] { ThrowIfInterrupted(); }, progress);
+  out << '\n';
+  DeviceProfile base = calib::CudaBaseProfile(probes, device);
+  ProfileMeasuredOn measured_on;
+  measured_on.host = host.hostname;
+  measured_on.cpu_model = host.cpu_model;
+  measured_on.date_utc = host.date_utc;
+  measured_on.build = {host.compiler, host.build_type, host.git_rev};
+  measured_on.kernel_variant = "cuda " + device.name + " sm_" + std::to_string(device.cc_major) +
+                               std::to_string(device.cc_minor) + " " + device.uuid + ", model " +
+                               model.name + (options.quick ? ", quick grid" : "");
+  measured_on.threads = 1;
+  base.measured_on = measured_on;
+  calib::FitOptions fit_options;
+  fit_options.rows_label = fs::path(out_path).stem().string() + "-rows.csv";
+  const calib::CalibrationFit fit = FitProfile(base, model, rows, fit_options);
+  std::vector<std::string> labels;
+  for (const calib::GridPoint& point : grid) labels.push_back(point.label);
+  WriteFitOutputs(fit, model, labels, rows, fit_options, out_path, started, out);
+  return 0;
+}
+#endif
+
+// The gates of `--target cuda`: a device, then a passed self-check of it (exit 2 with one line).
+int CalibrateCudaTarget(const CalibrateCommandOptions& options, std::ostream& out) {
+  if (const std::string why = CudaTargetGate(); !why.empty()) {
+    std::cerr << "feather calibrate --target cuda: " << why << '\n';
+    return 2;
+  }
+  if (const std::string why = SelfcheckStampGate(options.selfcheck_stamp); !why.empty()) {
+    std::cerr << "feather calibrate --target cuda: " << why << '\n';
+    return 2;
+  }
+#if FEATHER_HAVE_CUDA
+  return CalibrateCuda(options, out);
+#else
+  (void)out;
+  std::cerr << "feather calibrate --target cuda: this feather was built without CUDA\n";
+  return 2;
+#endif
+}
+
 }  // namespace
 
 int CalibrateCommand(const CalibrateCommandOptions& options, std::ostream& out) {
   if (!options.refit_rows.empty()) return Refit(options, out);
   if (options.target == "cuda") {
-    throw std::invalid_argument(
-        "--target cuda: the CUDA engine and its calibration are not built yet (issue 7)");
+    const InterruptScope scope;
+    try {
+      return CalibrateCudaTarget(options, out);
+    } catch (const Interrupted& interrupted) {
+      RemoveRegisteredTempPaths();
+      std::fflush(stdout);
+      std::fprintf(stderr, "feather: calibrate %s; no profile written\n", interrupted.what());
+      return interrupted.exit_code();
+    }
   }
   if (options.target != "cpu") {
     throw std::invalid_argument("--target must be cpu or cuda, got '" + options.target + "'");

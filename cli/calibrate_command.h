@@ -16,7 +16,13 @@
 // Writes PROFILE.yaml (default out/calibrate/cpu.yaml; `source: measured` per fitted field,
 // `measured_on` and `fit` sections) and PROFILE's rows beside it (PROFILE-rows.csv, format in
 // calib/rows_csv.h: one row per step: shape, measured terms, predicted total), both atomically.
-// `--target cuda` is refused until the GPU target exists.
+//
+//   feather calibrate --target cuda [--quick] [--out PROFILE.yaml] [--model M] [--stamp PATH]
+//
+// The same on the GPU (calib/cuda_calibration.h): exits 2 with one line when there is no CUDA
+// device (or the build has no CUDA), and refuses until `feather selfcheck --target cuda` has
+// passed on this device and build (its stamp, default out/selfcheck/cuda.json). Compiled, never
+// run: no GPU has been available to this project.
 //
 //   feather calibrate --refit ROWS.csv... --out PROFILE.yaml [--base BASE.yaml] [--model M]
 //
@@ -52,6 +58,8 @@ struct CalibrateCommandOptions {
   // --tp N: with Vidur tables among the --refit files, the tensor-parallel degree whose rows to
   // fit (0: the tables must hold one degree only).
   uint32_t tensor_parallel = 0;
+  // --target cuda: the self-check stamp that must show a pass on this device and build.
+  std::string selfcheck_stamp = "out/selfcheck/cuda.json";
 };
 
 // Returns the exit code; throws InputError / std::invalid_argument for bad options.

@@ -7,6 +7,13 @@
 #include "hw/cpu_engine.h"
 #include "hw/gemm.h"
 #include "sim/io/scenario_run.h"
+#if FEATHER_HAVE_CUDA
+#include <stdexcept>
+#include <string>
+
+#include "hw/cuda/cuda_engine.h"
+#include "hw/cuda/device.h"
+#endif
 
 namespace feather {
 
@@ -25,6 +32,19 @@ void RegisterBuiltinEngines() {
       return std::make_unique<hw::CpuEngine>(prepared.model, prepared.serving.kv_cache_blocks,
                                              prepared.serving.block_tokens, options);
     });
+#if FEATHER_HAVE_CUDA
+    // "cuda": hw::cuda::CudaEngine, in builds with CUDA only (without, the registry's "not
+    // available in this build" answers). Without a device: the one-line reason.
+    RegisterEngine("cuda", [](const PreparedRun& prepared) -> std::unique_ptr<Engine> {
+      const hw::cuda::CudaDeviceInfo device = hw::cuda::QueryCudaDevice();
+      if (!device.available) throw std::runtime_error("engine 'cuda': " + device.why_not);
+      hw::cuda::CudaEngineOptions options;
+      options.cascade_attention = prepared.serving.cascade_attention;
+      return std::make_unique<hw::cuda::CudaEngine>(prepared.model,
+                                                    prepared.serving.kv_cache_blocks,
+                                                    prepared.serving.block_tokens, options);
+    });
+#endif
   });
 }
 

@@ -9,7 +9,8 @@
 namespace feather {
 
 // "cpu": hw::CpuEngine over the prepared run's model, with serving.kv_cache_blocks blocks of
-// serving.block_tokens tokens and serving.cascade_attention.
+// serving.block_tokens tokens and serving.cascade_attention; "cuda" (builds with CUDA only):
+// hw::cuda::CudaEngine the same way, failing with the one-line reason without a GPU.
 void RegisterBuiltinEngines();
 
 }  // namespace feather

@@ -26,6 +26,7 @@
 #include "cli/run_command.h"
 #include "cli/sweep_command.h"
 #include "cli/trace_stats.h"
+#include "cli/selfcheck_command.h"
 #include "cli/validate_command.h"
 #include "hw/host_info.h"
 
@@ -366,6 +367,8 @@ int Main(int argc, char** argv) {
   CLI::App* experiments = bench->add_subcommand(
       "experiments", "The paper's engine experiments 1-6 on the real CPU engine");
   experiments->add_flag("--quick", experiments_options.quick, "Fewer points and repetitions");
+  experiments->add_option("--target", experiments_options.target,
+                          "cpu (default) or cuda (CUDA engine + CUPTI counters; needs a GPU)");
   experiments->add_option("--out", experiments_options.out_dir,
                           "Output directory (default: out/experiments)");
   experiments->add_option("--model", experiments_options.model,
@@ -378,7 +381,8 @@ int Main(int argc, char** argv) {
   CLI::App* calibrate = app.add_subcommand(
       "calibrate", "Measure this machine's kernels and fit a cost-model profile");
   CLI::Option* target_option =
-      calibrate->add_option("--target", calibrate_options.target, "cpu (cuda: not built yet)");
+      calibrate->add_option("--target", calibrate_options.target,
+                            "cpu, or cuda (needs a GPU and a passed `feather selfcheck`)");
   CLI::Option* refit_option =
       calibrate->add_option("--refit", calibrate_options.refit_rows,
                             "Fit stored rows instead of measuring: PROFILE-rows.csv files, Vidur "
@@ -405,9 +409,21 @@ int Main(int argc, char** argv) {
                         "Threads (default: every CPU this process may use)")
       ->check(CLI::Range(1, 1024));
 
+  calibrate->add_option("--stamp", calibrate_options.selfcheck_stamp,
+                        "With --target cuda: the self-check stamp (default "
+                        "out/selfcheck/cuda.json)");
+
+  SelfcheckCommandOptions selfcheck_options;
+  CLI::App* selfcheck = app.add_subcommand(
+      "selfcheck", "Check every CUDA kernel against the CPU and the probes against the datasheet");
+  selfcheck->add_option("--target", selfcheck_options.target, "cuda")->required();
+  selfcheck->add_option("--stamp", selfcheck_options.stamp_path,
+                        "Where to write the stamp calibrate --target cuda requires (default "
+                        "out/selfcheck/cuda.json)");
+
   ValidateCommandOptions validate_options;
   CLI::App* validate = app.add_subcommand(
-      "validate", "Run a scenario on the real CPU engine and on the model; compare");
+      "validate", "Run a scenario on a real engine (cpu or cuda) and on the model; compare");
   validate->add_option("scenario", validate_options.scenario_path, "Scenario YAML")
       ->required()
       ->check(CLI::ExistingFile);
@@ -423,6 +439,8 @@ int Main(int argc, char** argv) {
                        "Measured runs on the real engine; the metrics compare their mean")
       ->check(CLI::PositiveNumber);
   validate->add_flag("--json", validate_options.json, "Print validation.json instead of a table");
+  validate->add_option("--engine", validate_options.engine,
+                       "The real engine: cpu (default) or cuda (needs a GPU)");
   validate->add_flag("--allow-foreign-profile", validate_options.allow_foreign_profile,
                      "Use a profile calibrated on another machine (refused otherwise)");
 
@@ -454,6 +472,7 @@ int Main(int argc, char** argv) {
     return CalibrateCommand(calibrate_options, std::cout);
   }
   if (validate->parsed()) return ValidateCommand(validate_options, std::cout);
+  if (selfcheck->parsed()) return SelfcheckCommand(selfcheck_options, std::cout);
   if (info->parsed()) return RunInfo(info_json);
   if (version->parsed()) return RunVersion();
   // app.help() shows the help of the deepest subcommand given ("feather bench" here).

@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <iomanip>
+#include <iostream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
@@ -16,6 +17,7 @@
 
 #include "cli/atomic_file.h"
 #include "cli/engines.h"
+#include "cli/selfcheck_command.h"
 #include "cli/interrupt.h"
 #include "hw/foreign_host.h"
 #include "hw/host_info.h"
@@ -215,7 +217,7 @@ int Validate(const ValidateCommandOptions& options, std::ostream& out) {
   const std::vector<std::string> measured_names = MeasuredRunNames(options.repeat);
   std::vector<RunSummary> measured;
   for (const std::string& name : measured_names) {
-    measured.push_back(RunSide(options, "cpu", dir + "/" + name, same_plans));
+    measured.push_back(RunSide(options, options.engine, dir + "/" + name, same_plans));
   }
   const RunSummary predicted = RunSide(options, "model", dir + "/predicted", same_plans);
   auto compare = [&](double RunSummary::*metric) {
@@ -254,6 +256,15 @@ int Validate(const ValidateCommandOptions& options, std::ostream& out) {
 }  // namespace
 
 int ValidateCommand(const ValidateCommandOptions& options, std::ostream& out) {
+  if (options.engine != "cpu" && options.engine != "cuda") {
+    throw std::invalid_argument("--engine must be cpu or cuda, got '" + options.engine + "'");
+  }
+  if (options.engine == "cuda") {
+    if (const std::string why = CudaTargetGate(); !why.empty()) {
+      std::cerr << "feather validate --engine cuda: " << why << '\n';
+      return 2;
+    }
+  }
   const InterruptScope scope;
   try {
     return Validate(options, out);

@@ -43,6 +43,9 @@ struct ValidateCommandOptions {
   // A profile measured on another machine (hw/foreign_host.h, with a read-bandwidth probe of
   // this one) is refused unless this is set; then it is used and validation.json says so.
   bool allow_foreign_profile = false;
+  // The real engine the model is compared with: "cpu" or "cuda" (exits 2 with one line when
+  // there is no CUDA device).
+  std::string engine = "cpu";
 };
 
 // Returns the exit code. Throws InputError for bad input (the caller prints it).

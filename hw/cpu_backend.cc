@@ -19,6 +19,7 @@
 #include "hw/cascade_attention.h"
 #include "hw/decode_attention.h"
 #include "hw/prefill_attention.h"
+#include "hw/weight_init.h"
 
 namespace feather::hw {
 namespace {
@@ -28,11 +29,6 @@ constexpr float kRmsEps = 1e-5F;
 constexpr double kRopeTheta = 10000.0;
 // Elementwise loops smaller than this run on the calling thread (an OpenMP fork costs µs).
 constexpr size_t kParallelMinElems = 16384;
-
-// The token at `position` of request `id`: a cheap hash, so the embedding is a real row gather.
-uint32_t TokenOf(RequestId id, uint32_t position, uint32_t vocab) {
-  return static_cast<uint32_t>(SplitMix64Hash((uint64_t{id} << 32) | position) % vocab);
-}
 
 size_t PhysicalMemoryBytes() {
   const long pages = sysconf(_SC_PHYS_PAGES);
@@ -81,17 +77,13 @@ class AlignedArray {
   size_t capacity_ = 0;
 };
 
-// Fills p[0, n) with uniform values in ±bound from a counter-based hash (thread-count
-// independent), in parallel; the writes are also the first touch of the pages.
+// Fills p[0, n) with the weights of matrix `tag` (hw/weight_init.h), in parallel; the writes
+// are also the first touch of the pages.
 void FillUniform(float* p, size_t n, float bound, uint64_t seed, uint64_t tag, int threads) {
-  const uint64_t key = SplitMix64Hash(seed ^ SplitMix64Hash(tag));
+  const uint64_t key = WeightKey(seed, tag);
   const auto count = static_cast<int64_t>(n);
 #pragma omp parallel for num_threads(threads) schedule(static) if (n > kParallelMinElems)
-  for (int64_t i = 0; i < count; ++i) {
-    const uint64_t bits = SplitMix64Hash(key + static_cast<uint64_t>(i));
-    const float unit = static_cast<float>(bits >> 40) * 0x1.0p-24F;  // [0, 1)
-    p[i] = (2.0F * unit - 1.0F) * bound;
-  }
+  for (int64_t i = 0; i < count; ++i) p[i] = UniformWeight(key, static_cast<uint64_t>(i), bound);
 }
 
 void FillConstant(float* p, size_t n, float value) { std::fill_n(p, n, value); }
@@ -407,29 +399,31 @@ CpuBackend::CpuBackend(const ModelConfig& model, uint64_t kv_cache_blocks, uint3
   const uint64_t seed = options.weight_seed;
   const size_t hidden = model.hidden;
   const size_t inter = model.intermediate;
-  auto bound = [](size_t fan_in) { return std::sqrt(3.0F / static_cast<float>(fan_in)); };
+  auto bound = [](size_t fan_in) { return ProjectionBound(fan_in); };
+  auto tag = [](WeightMatrix matrix, uint32_t l) { return TagOf(matrix, l); };
   s.layers.resize(model.layers);
   const size_t pool_bytes = s.layout.PoolBytes();
   for (uint32_t l = 0; l < model.layers; ++l) {
     State::Layer& layer = s.layers[l];
-    const uint64_t tag = uint64_t{l + 1} << 8;
     FillConstant(layer.attn_norm.Reserve(hidden), hidden, 1.0F);
     FillConstant(layer.mlp_norm.Reserve(hidden), hidden, 1.0F);
     FillUniform(layer.wqkv.Reserve(hidden * s.qkv_width), hidden * s.qkv_width, bound(hidden), seed,
-                tag + 1, t);
+                tag(WeightMatrix::kQkv, l), t);
     FillUniform(layer.wo.Reserve(size_t{s.q_width} * hidden), size_t{s.q_width} * hidden,
-                bound(s.q_width), seed, tag + 2, t);
+                bound(s.q_width), seed, tag(WeightMatrix::kO, l), t);
     FillUniform(layer.wgate_up.Reserve(hidden * 2 * inter), hidden * 2 * inter, bound(hidden), seed,
-                tag + 3, t);
-    FillUniform(layer.wdown.Reserve(inter * hidden), inter * hidden, bound(inter), seed, tag + 4,
-                t);
+                tag(WeightMatrix::kGateUp, l), t);
+    FillUniform(layer.wdown.Reserve(inter * hidden), inter * hidden, bound(inter), seed,
+                tag(WeightMatrix::kDown, l), t);
     ZeroTouch(layer.k_pool.Reserve(pool_bytes), pool_bytes, t);
     ZeroTouch(layer.v_pool.Reserve(pool_bytes), pool_bytes, t);
   }
   const size_t table = size_t{model.vocab} * hidden;
-  FillUniform(s.lm_head.Reserve(table), table, bound(hidden), seed, 1, t);
+  FillUniform(s.lm_head.Reserve(table), table, bound(hidden), seed, tag(WeightMatrix::kLmHead, 0),
+              t);
   if (!model.tied_embeddings) {
-    FillUniform(s.embedding.Reserve(table), table, std::sqrt(3.0F), seed, 2, t);
+    FillUniform(s.embedding.Reserve(table), table, EmbeddingBound(), seed,
+                tag(WeightMatrix::kEmbedding, 0), t);
   }
   FillConstant(s.final_norm.Reserve(hidden), hidden, 1.0F);
   s.GrowRope(4096);
@@ -451,8 +445,7 @@ void CpuBackend::BeginStep(const StepLayout& layout) {
 
 void CpuBackend::RmsNorm(Buffer in, Weight w, uint32_t layer, Buffer out, uint32_t rows) {
   State& s = *state_;
-  RmsNormRows(s.Data(in), s.WeightData(w, layer), s.Data(out), rows, s.model.hidden,
-                  s.threads);
+  RmsNormRows(s.Data(in), s.WeightData(w, layer), s.Data(out), rows, s.model.hidden, s.threads);
 }
 
 void CpuBackend::Linear(Buffer in, Weight w, uint32_t layer, Buffer out, uint32_t rows) {
@@ -499,8 +492,7 @@ void CpuBackend::AddInPlace(Buffer x, Buffer y) {
 
 void CpuBackend::SiluMul() {
   State& s = *state_;
-  SiluMulRows(s.gate_up.data(), s.act.data(), s.step->num_rows, s.model.intermediate,
-                  s.threads);
+  SiluMulRows(s.gate_up.data(), s.act.data(), s.step->num_rows, s.model.intermediate, s.threads);
 }
 
 void CpuBackend::AppendKv(uint32_t layer, uint32_t first, uint32_t count) {
@@ -508,8 +500,8 @@ void CpuBackend::AppendKv(uint32_t layer, uint32_t first, uint32_t count) {
   const PagedKvView kv = s.Kv(layer);
   for (uint32_t e = first; e < first + count; ++e) {
     const size_t row = s.step->qo_indptr[e];
-    hw::AppendKv(kv, e, s.step->Context(e), s.step->NewTokens(e),
-                 s.k_new.data() + row * s.kv_width, s.v_new.data() + row * s.kv_width);
+    hw::AppendKv(kv, e, s.step->Context(e), s.step->NewTokens(e), s.k_new.data() + row * s.kv_width,
+                 s.v_new.data() + row * s.kv_width);
   }
 }
 
@@ -546,9 +538,8 @@ void CpuBackend::CascadePrefix(uint32_t layer) {
 
 void CpuBackend::CascadeMerge() {
   State& s = *state_;
-  MergeAttentionStates(s.attn.data(), s.suffix_lse.data(), s.prefix_out.data(),
-                       s.prefix_lse.data(), s.step->num_decode, s.model.heads, s.model.head_dim,
-                       s.threads);
+  MergeAttentionStates(s.attn.data(), s.suffix_lse.data(), s.prefix_out.data(), s.prefix_lse.data(),
+                       s.step->num_decode, s.model.heads, s.model.head_dim, s.threads);
 }
 
 void CpuBackend::PrefillAttention(uint32_t layer) {
