@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,7 @@ TEST(Harness, RowsCarryTheShapeAndTheMedianRepetition) {
     EXPECT_EQ(m.row.measured.total_ns, 200);  // the median of {x, y, z} drawn from 100/300/200
     EXPECT_EQ(m.row.measured.term(StepTerm::kGemm), m.row.measured.total_ns);
     EXPECT_DOUBLE_EQ(m.spread, 1.0);  // (300 − 100) / 200
+    ASSERT_EQ(m.repetitions.size(), 3u);  // every timed repetition kept, in pass order
     EXPECT_FALSE(m.counts.cycles.has_value());
   }
 
@@ -91,6 +93,42 @@ TEST(Harness, RowsCarryTheShapeAndTheMedianRepetition) {
     EXPECT_EQ(back[i].step.measured.term_ns, rows[i].measured.term_ns);
     EXPECT_EQ(back[i].step.measured.total_ns, rows[i].measured.total_ns);
   }
+}
+
+StepTiming Timing(int64_t gemm, int64_t decode, int64_t kv_reuse) {
+  StepTiming t;
+  t.term_ns[static_cast<size_t>(StepTerm::kGemm)] = gemm;
+  t.term_ns[static_cast<size_t>(StepTerm::kDecodeAttention)] = decode;
+  t.term_ns[static_cast<size_t>(StepTerm::kKvReuse)] = kv_reuse;
+  t.total_ns = gemm + decode + kv_reuse;
+  return t;
+}
+
+// The profile's step_noise: per term, repetition / median repetition − 1 pooled over steps;
+// decode_attention with kv_reuse; a term no step spent time in left out.
+TEST(Harness, StepNoiseOfPoolsTheRepetitionsPerTerm) {
+  std::vector<StepMeasurement> m(2);
+  m[0].row.measured = Timing(200, 100, 0);
+  m[0].repetitions = {Timing(100, 60, 50), Timing(300, 100, 0), Timing(200, 100, 0)};
+  m[1].row.measured = Timing(200, 0, 0);
+  m[1].repetitions = {Timing(180, 0, 0), Timing(200, 0, 0), Timing(220, 0, 0)};
+  const ProfileStepNoise noise = StepNoiseOf(m, "two steps");
+  EXPECT_EQ(noise.source, ParameterSource::kMeasured);
+  EXPECT_EQ(noise.note, "two steps");
+  EXPECT_EQ(noise.steps, 2u);
+  EXPECT_EQ(noise.repetitions, 3u);
+  ASSERT_EQ(noise.terms.size(), 2u);
+  // gemm ratios: −0.5, 0.5, 0, −0.1, 0, 0.1 (sorted −0.5 −0.1 0 0 0.1 0.5).
+  EXPECT_EQ(noise.terms[0].term, "gemm");
+  EXPECT_EQ(noise.terms[0].samples, 6u);
+  EXPECT_NEAR(noise.terms[0].rel_stdev, std::sqrt(0.52 / 6), 1e-12);
+  EXPECT_NEAR(noise.terms[0].p05, -0.4, 1e-12);  // between −0.5 and −0.1, a quarter of the way
+  EXPECT_NEAR(noise.terms[0].p95, 0.4, 1e-12);
+  // decode_attention (+ kv_reuse) of the first step only: 0.1, 0, 0.
+  EXPECT_EQ(noise.terms[1].term, "decode_attention");
+  EXPECT_EQ(noise.terms[1].samples, 3u);
+  EXPECT_NEAR(noise.terms[1].rel_stdev, std::sqrt(0.01 / 3), 1e-12);
+  EXPECT_NEAR(noise.terms[1].p95, 0.09, 1e-12);
 }
 
 TEST(HarnessDeathTest, AnEngineThatDisagreesWithItsShapeAborts) {
