@@ -1,0 +1,89 @@
+// validation_report.h: the pieces of `feather validate`'s validation.json that are pure
+// functions of numbers: one metric's comparison of measured runs against predicted runs with its
+// verdict, and the same-plan comparison of the model with the real engine step by step, by term
+// and by kind of step. The command (validate_command.h) runs the engines and feeds these.
+//
+// One metric (CompareMetric). The real side ran N times (`measured_runs`); the model ran once
+// without noise (`predicted`, the point prediction) and M times with seeded step-time noise
+// drawn from the profile's measured spread (`predicted_runs`, sim/engine/step_noise.h; empty
+// when the profile has no step_noise section or M < 2). Reported:
+//   measured, measured_stdev, measured_spread, measured_runs   mean, sample stdev (n − 1; 0 for
+//                                one run), (max − min) / mean, each run
+//   predicted, rel_error, signed_error   the point prediction and its error against the mean
+//   predicted_mean, predicted_stdev, predicted_interval, predicted_runs   over the noisy runs:
+//                                the interval is mean ± 2 · stdev (about 95 % for a normal
+//                                spread); without noisy runs mean = the point, stdev 0 and the
+//                                interval is [point, point]
+//   mean_rel_error               |predicted_mean − measured| / measured
+//   target_rel_error             the target for the metric (throughput 5 %, mean TBT
+//                                10 %), null where there is none
+//   inside_interval, within_target (null without a target), verdict: "inside_interval" when the
+//                                measured mean lies in the predicted interval, else
+//                                "within_target" when mean_rel_error <= the target, else
+//                                "outside"; pass = verdict != "outside"
+// O(N + M).
+//
+// Same plans (SamePlanComparison). Every step a real engine executed is also priced by the
+// model on the identical plan. Per step the absolute relative error |p − m| / m of the total;
+// per term t the mean of |p_t − m_t| / m (the term's share of the step error, m the measured
+// total: these shares bound the step error from above and say which term carries it), the
+// signed mean of (p_t − m_t) / m (bias), and the term MAPE |p_t − m_t| / m_t over the steps
+// where the term was measured; and the step MAPE by kind of step: decode (every request
+// decodes), prefill (none does), mixed, each split by cascade. O(1) per step, no allocation.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string_view>
+
+#include <nlohmann/json.hpp>
+
+#include "sim/engine/engine.h"
+#include "sim/engine/model_engine.h"
+
+namespace feather {
+
+[[nodiscard]] nlohmann::ordered_json CompareMetric(std::span<const double> measured_runs,
+                                                   double predicted,
+                                                   std::span<const double> predicted_runs,
+                                                   std::optional<double> target_rel_error);
+
+// The targets: throughput_tok_s 0.05, mean_tbt_ms 0.10; nullopt for other metrics.
+[[nodiscard]] std::optional<double> MetricTarget(std::string_view metric);
+
+// Kinds of step for the same-plan breakdown.
+enum class StepKind : uint8_t { kDecode, kPrefill, kMixed, kCount };
+[[nodiscard]] StepKind KindOf(const StepShape& shape);
+[[nodiscard]] std::string_view StepKindName(StepKind kind);
+
+class SamePlanComparison {
+ public:
+  void Add(const StepShape& shape, const StepTiming& measured, const StepTiming& predicted);
+  [[nodiscard]] uint64_t steps() const { return steps_; }
+  // {"steps", "step_time_mape", "engine_time_s": {measured, predicted}, "terms": {NAME:
+  //  {measured_s, predicted_s, error_share, signed_share, mape, steps}}, "by_kind": {KIND:
+  //  {cascade|no_cascade: {steps, step_time_mape, signed_mean_error}}}}
+  [[nodiscard]] nlohmann::ordered_json Report() const;
+
+ private:
+  struct Group {
+    uint64_t steps = 0;
+    double abs_rel_error_sum = 0;
+    double signed_rel_error_sum = 0;
+  };
+  uint64_t steps_ = 0;
+  double abs_rel_error_sum_ = 0;
+  double measured_ns_ = 0;
+  double predicted_ns_ = 0;
+  std::array<double, kNumStepTerms> measured_term_ns_{};
+  std::array<double, kNumStepTerms> predicted_term_ns_{};
+  std::array<double, kNumStepTerms> error_share_sum_{};
+  std::array<double, kNumStepTerms> signed_share_sum_{};
+  std::array<double, kNumStepTerms> term_ape_sum_{};
+  std::array<uint64_t, kNumStepTerms> term_steps_{};
+  std::array<std::array<Group, 2>, static_cast<size_t>(StepKind::kCount)> groups_{};
+};
+
+}  // namespace feather
