@@ -104,6 +104,9 @@ void SamePlanComparison::Add(const StepShape& shape, const StepTiming& measured,
   measured_ns_ += static_cast<double>(measured.total_ns);
   predicted_ns_ += static_cast<double>(predicted.total_ns);
   const auto total = static_cast<double>(measured.total_ns);
+  size_t bin = 0;
+  while (bin + 1 < kSizeBins && shape.new_tokens >= static_cast<double>(size_t{2} << bin)) ++bin;
+  ShapeBin& shape_bin = shapes_[static_cast<size_t>(KindOf(shape))][bin];
   for (size_t t = 0; t < kNumStepTerms; ++t) {
     const auto m = static_cast<double>(measured.term_ns[t]);
     const auto p = static_cast<double>(predicted.term_ns[t]);
@@ -112,6 +115,7 @@ void SamePlanComparison::Add(const StepShape& shape, const StepTiming& measured,
     if (total > 0) {
       error_share_sum_[t] += std::fabs(p - m) / total;
       signed_share_sum_[t] += (p - m) / total;
+      shape_bin.signed_share_sum[t] += (p - m) / total;
     }
     if (m > 0) {
       term_ape_sum_[t] += std::fabs(p - m) / m;
@@ -125,6 +129,10 @@ void SamePlanComparison::Add(const StepShape& shape, const StepTiming& measured,
   ++group.steps;
   group.abs_rel_error_sum += std::fabs(signed_error);
   group.signed_rel_error_sum += signed_error;
+  ++shape_bin.group.steps;
+  shape_bin.group.abs_rel_error_sum += std::fabs(signed_error);
+  shape_bin.group.signed_rel_error_sum += signed_error;
+  shape_bin.measured_ns += total;
 }
 
 OrderedJson SamePlanComparison::Report() const {
@@ -155,11 +163,36 @@ OrderedJson SamePlanComparison::Report() const {
     }
     if (!kind.empty()) by_kind[std::string(StepKindName(static_cast<StepKind>(k)))] = kind;
   }
+  OrderedJson by_shape = OrderedJson::object();
+  for (size_t k = 0; k < shapes_.size(); ++k) {
+    OrderedJson kind = OrderedJson::object();
+    for (size_t bin = 0; bin < kSizeBins; ++bin) {
+      const ShapeBin& b = shapes_[k][bin];
+      if (b.group.steps == 0) continue;
+      const auto n = static_cast<double>(b.group.steps);
+      OrderedJson shares = OrderedJson::object();
+      for (size_t t = 0; t < kNumStepTerms; ++t) {
+        shares[std::string(StepTermName(static_cast<StepTerm>(t)))] = b.signed_share_sum[t] / n;
+      }
+      const size_t low = size_t{1} << bin;
+      const std::string name = bin + 1 == kSizeBins ? "n>=" + std::to_string(low)
+                               : bin == 0           ? std::string("n=1")
+                                          : "n=" + std::to_string(low) + "-" +
+                                                std::to_string(2 * low - 1);
+      kind[name] = {{"steps", b.group.steps},
+                    {"step_time_mape", b.group.abs_rel_error_sum / n},
+                    {"signed_mean_error", b.group.signed_rel_error_sum / n},
+                    {"measured_ms", b.measured_ns / n * 1e-6},
+                    {"signed_share", shares}};
+    }
+    if (!kind.empty()) by_shape[std::string(StepKindName(static_cast<StepKind>(k)))] = kind;
+  }
   return {{"steps", steps_},
           {"step_time_mape", per_step(abs_rel_error_sum_)},
           {"engine_time_s", {{"measured", measured_ns_ * 1e-9}, {"predicted", predicted_ns_ * 1e-9}}},
           {"terms", terms},
-          {"by_kind", by_kind}};
+          {"by_kind", by_kind},
+          {"by_shape", by_shape}};
 }
 
 }  // namespace feather

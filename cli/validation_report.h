@@ -28,8 +28,11 @@
 // per term t the mean of |p_t − m_t| / m (the term's share of the step error, m the measured
 // total: these shares bound the step error from above and say which term carries it), the
 // signed mean of (p_t − m_t) / m (bias), and the term MAPE |p_t − m_t| / m_t over the steps
-// where the term was measured; and the step MAPE by kind of step: decode (every request
-// decodes), prefill (none does), mixed, each split by cascade. O(1) per step, no allocation.
+// where the term was measured; the step MAPE by kind of step: decode (every request decodes),
+// prefill (none does), mixed, each split by cascade; and by shape: per kind, steps binned by
+// new tokens n in powers of two (n = 1, 2–3, 4–7, …, 2048+), each bin with its step MAPE, signed
+// mean error and every term's signed share, so a reader sees which shapes carry the error and
+// through which term. O(terms) per step, no allocation.
 #pragma once
 
 #include <array>
@@ -64,7 +67,9 @@ class SamePlanComparison {
   [[nodiscard]] uint64_t steps() const { return steps_; }
   // {"steps", "step_time_mape", "engine_time_s": {measured, predicted}, "terms": {NAME:
   //  {measured_s, predicted_s, error_share, signed_share, mape, steps}}, "by_kind": {KIND:
-  //  {cascade|no_cascade: {steps, step_time_mape, signed_mean_error}}}}
+  //  {cascade|no_cascade: {steps, step_time_mape, signed_mean_error}}}, "by_shape": {KIND:
+  //  {"n=LO-HI": {steps, step_time_mape, signed_mean_error, measured_ms, signed_share: {TERM:
+  //  …}}}}} (only non-empty kinds and bins; measured_ms the bin's mean measured step)
   [[nodiscard]] nlohmann::ordered_json Report() const;
 
  private:
@@ -84,6 +89,13 @@ class SamePlanComparison {
   std::array<double, kNumStepTerms> term_ape_sum_{};
   std::array<uint64_t, kNumStepTerms> term_steps_{};
   std::array<std::array<Group, 2>, static_cast<size_t>(StepKind::kCount)> groups_{};
+  static constexpr size_t kSizeBins = 12;  // n = 1, 2–3, …, 1024–2047, 2048+
+  struct ShapeBin {
+    Group group;
+    double measured_ns = 0;
+    std::array<double, kNumStepTerms> signed_share_sum{};
+  };
+  std::array<std::array<ShapeBin, kSizeBins>, static_cast<size_t>(StepKind::kCount)> shapes_{};
 };
 
 }  // namespace feather

@@ -112,7 +112,7 @@ StepTiming Timing(int64_t gemm, int64_t decode, int64_t overhead) {
 
 TEST(SamePlanComparison, SharesMapesAndKindsByHand) {
   StepShape decode;
-  decode.requests = decode.decode_requests = 4;
+  decode.requests = decode.decode_requests = decode.new_tokens = 4;
   StepShape mixed = decode;
   mixed.prefill_requests = 1;
   mixed.cascade_prefix_tokens = 256;
@@ -140,6 +140,14 @@ TEST(SamePlanComparison, SharesMapesAndKindsByHand) {
   EXPECT_DOUBLE_EQ(r["by_kind"]["decode"]["no_cascade"]["signed_mean_error"].get<double>(), -0.1);
   EXPECT_DOUBLE_EQ(r["by_kind"]["mixed"]["cascade"]["step_time_mape"].get<double>(), 0.1);
   EXPECT_FALSE(r["by_kind"].contains("prefill"));
+  // By shape: both steps have n = 4 (decode) and 4 (mixed, no prefill tokens set): bin 4-7.
+  const OrderedJson& decode_bin = r["by_shape"]["decode"]["n=4-7"];
+  EXPECT_EQ(decode_bin["steps"].get<uint64_t>(), 1u);
+  EXPECT_DOUBLE_EQ(decode_bin["measured_ms"].get<double>(), 1000e-6);
+  EXPECT_DOUBLE_EQ(decode_bin["signed_share"]["decode_attention"].get<double>(), -0.05);
+  EXPECT_DOUBLE_EQ(decode_bin["signed_share"]["overhead"].get<double>(), -0.05);
+  EXPECT_DOUBLE_EQ(r["by_shape"]["mixed"]["n=4-7"]["signed_share"]["gemm"].get<double>(), 0.1);
+  EXPECT_EQ(r["by_shape"]["decode"].size(), 1u);
   EXPECT_EQ(KindOf(decode), StepKind::kDecode);
   StepShape prefill;
   prefill.prefill_requests = 1;
