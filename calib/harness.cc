@@ -126,8 +126,10 @@ ProfileStepNoise StepNoiseOf(std::span<const StepMeasurement> measurements, std:
       const size_t high = std::min(low + 1, ratios.size() - 1);
       return ratios[low] + (at - static_cast<double>(low)) * (ratios[high] - ratios[low]);
     };
+    // ±1 sigma of a normal spread: the 15.87th and 84.13th percentiles.
     noise.terms.push_back({.term = std::string(name),
-                           .rel_stdev = std::sqrt(sum_squares / static_cast<double>(ratios.size())),
+                           .rel_stdev = (quantile(0.8413447) - quantile(0.1586553)) / 2,
+                           .rms = std::sqrt(sum_squares / static_cast<double>(ratios.size())),
                            .p05 = quantile(0.05),
                            .p95 = quantile(0.95),
                            .samples = ratios.size()});

@@ -82,12 +82,16 @@ struct ProfileFit {
 // Calibration runs every step R times in interleaved passes (hw/interleaved_passes.h); for each
 // term and each step whose median repetition spent time in it, the R ratios
 // r = repetition's term ns / median repetition's term ns − 1 are pooled over the steps:
-// rel_stdev = sqrt(mean r²) (the spread around the median, drift between passes included),
-// p05/p95 = their 5th and 95th percentiles. A term no step spent time in is absent. This is the
+// rel_stdev = (p84 − p16) / 2 of them, the stdev a normal spread with those quantiles has;
+// rms = sqrt(mean r²); p05/p95 their 5th and 95th percentiles. A term no step spent time in is
+// absent. rel_stdev is what a model run draws from (sim/engine/step_noise.h); it is robust to
+// the rare repetition a busy shared machine stretches 10–100× (a descheduled thread), which
+// rms and p95 keep on record (on a loaded 2-core VM: gemm rel_stdev 0.03, rms 1.3). This is the
 // machine's step-to-step noise, not the model's error (that is `fit`).
 struct ProfileTermNoise {
   std::string term;      // ProfileFitTermNames() (decode_attention includes kv_reuse)
-  double rel_stdev = 0;  // >= 0
+  double rel_stdev = 0;  // >= 0: (p84 − p16) / 2
+  double rms = 0;        // >= 0: sqrt(mean r²), outliers included
   double p05 = 0;        // >= -1
   double p95 = 0;        // >= p05
   uint64_t samples = 0;  // pooled ratios (steps × repetitions), >= 1

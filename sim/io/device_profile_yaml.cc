@@ -223,7 +223,8 @@ void ReadStepNoise(MapReader& root, DeviceProfile& profile) {
       ProfileTermNoise t;
       t.term = key;
       MapReader entry(root.problems(), *term, term_reader.Join(key));
-      entry.Real("rel_stdev", t.rel_stdev, 0, 100, false, true);
+      entry.Real("rel_stdev", t.rel_stdev, 0, 1e6, false, true);
+      entry.Real("rms", t.rms, 0, 1e6, false, true);
       entry.Real("p05", t.p05, -1, 1e6, false, true);
       entry.Real("p95", t.p95, -1, 1e6, false, true);
       entry.Integer("samples", t.samples, 1, kMaxRows, true);
@@ -395,6 +396,7 @@ std::string DeviceProfileToYaml(const DeviceProfile& profile) {
     for (const ProfileTermNoise& t : noise->terms) {
       out += "    " + t.term + ":\n";
       out += "      rel_stdev: " + ExactNumber(t.rel_stdev) + "\n";
+      out += "      rms: " + ExactNumber(t.rms) + "\n";
       out += "      p05: " + ExactNumber(t.p05) + "\n";
       out += "      p95: " + ExactNumber(t.p95) + "\n";
       out += "      samples: " + std::to_string(t.samples) + "\n";

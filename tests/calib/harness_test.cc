@@ -105,7 +105,8 @@ StepTiming Timing(int64_t gemm, int64_t decode, int64_t kv_reuse) {
 }
 
 // The profile's step_noise: per term, repetition / median repetition − 1 pooled over steps;
-// decode_attention with kv_reuse; a term no step spent time in left out.
+// decode_attention with kv_reuse; a term no step spent time in left out; a 100× outlier moves
+// rms, not rel_stdev.
 TEST(Harness, StepNoiseOfPoolsTheRepetitionsPerTerm) {
   std::vector<StepMeasurement> m(2);
   m[0].row.measured = Timing(200, 100, 0);
@@ -121,14 +122,28 @@ TEST(Harness, StepNoiseOfPoolsTheRepetitionsPerTerm) {
   // gemm ratios: −0.5, 0.5, 0, −0.1, 0, 0.1 (sorted −0.5 −0.1 0 0 0.1 0.5).
   EXPECT_EQ(noise.terms[0].term, "gemm");
   EXPECT_EQ(noise.terms[0].samples, 6u);
-  EXPECT_NEAR(noise.terms[0].rel_stdev, std::sqrt(0.52 / 6), 1e-12);
+  // rel_stdev = (p84.13 − p15.87) / 2: at 4.2067 and 0.7933 of the 5 gaps, ±0.1826894.
+  EXPECT_NEAR(noise.terms[0].rel_stdev, 0.1 + 0.2067236 * 0.4, 1e-6);
+  EXPECT_NEAR(noise.terms[0].rms, std::sqrt(0.52 / 6), 1e-12);
   EXPECT_NEAR(noise.terms[0].p05, -0.4, 1e-12);  // between −0.5 and −0.1, a quarter of the way
   EXPECT_NEAR(noise.terms[0].p95, 0.4, 1e-12);
   // decode_attention (+ kv_reuse) of the first step only: 0.1, 0, 0.
   EXPECT_EQ(noise.terms[1].term, "decode_attention");
   EXPECT_EQ(noise.terms[1].samples, 3u);
-  EXPECT_NEAR(noise.terms[1].rel_stdev, std::sqrt(0.01 / 3), 1e-12);
+  EXPECT_NEAR(noise.terms[1].rel_stdev, 0.6826894 * 0.1 / 2, 1e-6);
+  EXPECT_NEAR(noise.terms[1].rms, std::sqrt(0.01 / 3), 1e-12);
   EXPECT_NEAR(noise.terms[1].p95, 0.09, 1e-12);
+
+  // One descheduled repetition among many steady ones.
+  std::vector<StepMeasurement> steady(10);
+  for (size_t i = 0; i < steady.size(); ++i) {
+    steady[i].row.measured = Timing(1000, 0, 0);
+    steady[i].repetitions = {Timing(980, 0, 0), Timing(1000, 0, 0), Timing(1020, 0, 0)};
+  }
+  steady[3].repetitions[2] = Timing(100000, 0, 0);
+  const ProfileStepNoise robust = StepNoiseOf(steady, "");
+  EXPECT_LT(robust.terms[0].rel_stdev, 0.03);
+  EXPECT_GT(robust.terms[0].rms, 10.0);
 }
 
 TEST(HarnessDeathTest, AnEngineThatDisagreesWithItsShapeAborts) {

@@ -137,8 +137,8 @@ std::string NoisyProfile(const fs::path& dir) {
   if (yaml.find("\nstep_noise:") == std::string::npos) {
     yaml +=
         "step_noise:\n  source: measured\n  note: \"test\"\n  steps: 10\n  repetitions: 5\n"
-        "  terms:\n    gemm:\n      rel_stdev: 0.05\n      p05: -0.05\n      p95: 0.08\n"
-        "      samples: 50\n    decode_attention:\n      rel_stdev: 0.2\n      p05: -0.2\n"
+        "  terms:\n    gemm:\n      rel_stdev: 0.05\n      rms: 0.1\n      p05: -0.05\n      p95: 0.08\n"
+        "      samples: 50\n    decode_attention:\n      rel_stdev: 0.2\n      rms: 0.5\n      p05: -0.2\n"
         "      p95: 0.3\n      samples: 50\n";
   }
   fs::create_directories(dir);

@@ -286,8 +286,8 @@ DeviceProfile SmallWrittenProfile() {
   noise.note = "repetitions of 3 steps";
   noise.steps = 3;
   noise.repetitions = 5;
-  noise.terms = {{"decode_attention", 0.031, -0.04, 0.05, 15},
-                 {"overhead", 1.0 / 3, -0.5, 2.5, 15}};
+  noise.terms = {{"decode_attention", 0.031, 0.25, -0.04, 0.05, 15},
+                 {"overhead", 1.0 / 3, 3.5, -0.5, 2.5, 15}};
   p.step_noise = noise;
   return p;
 }
