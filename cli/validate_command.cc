@@ -25,6 +25,7 @@
 #include "hw/probes.h"
 #include "sim/engine/device_profile.h"
 #include "sim/engine/model_engine.h"
+#include "sim/engine/step_noise.h"
 #include "sim/io/device_profile_yaml.h"
 #include "sim/io/run_output.h"
 #include "sim/io/scenario.h"
@@ -174,6 +175,10 @@ void PrintTable(std::ostream& out, const OrderedJson& validation) {
     if (t["steps"].get<uint64_t>() == 0) continue;
     out << " " << term << " " << t["error_share"].get<double>() * 100 << " %";
   }
+  if (same.contains("noise_floor")) {
+    out << "\nnoise floor (the machine's step noise, profile step_noise): step-time MAPE "
+        << same["noise_floor"]["step_time_mape"].get<double>() * 100 << " %";
+  }
   out << "\n";
 }
 
@@ -213,6 +218,11 @@ int Validate(const ValidateCommandOptions& options, std::ostream& out) {
       options.out_dir.empty() ? "out/validate/" + probe.name : options.out_dir;
   fs::create_directories(dir);
   SamePlanSteps same_plans;
+  {
+    const ResolvedText text = ReadProfileFile(options.profile_path);
+    const DeviceProfile profile = ParseDeviceProfile(text.text, text.display_name);
+    if (profile.step_noise) same_plans.comparison.SetNoise(StepNoiseCv(*profile.step_noise));
+  }
   const std::vector<std::string> measured_names = MeasuredRunNames(options.repeat);
   std::vector<RunSummary> measured;
   for (const std::string& name : measured_names) {

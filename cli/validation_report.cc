@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numbers>
 #include <string>
 #include <vector>
 
@@ -122,6 +123,17 @@ void SamePlanComparison::Add(const StepShape& shape, const StepTiming& measured,
       ++term_steps_[t];
     }
   }
+  const auto predicted_total = static_cast<double>(predicted.total_ns);
+  if (noise_cv_ && predicted_total > 0) {
+    const double mean_abs_normal = std::sqrt(2 / std::numbers::pi);
+    double variance = 0;
+    for (size_t t = 0; t < kNumStepTerms; ++t) {
+      const double spread = (*noise_cv_)[t] * static_cast<double>(predicted.term_ns[t]);
+      variance += spread * spread;
+      floor_share_sum_[t] += mean_abs_normal * spread / predicted_total;
+    }
+    floor_sum_ += mean_abs_normal * std::sqrt(variance) / predicted_total;
+  }
   if (total <= 0) return;
   const double signed_error = (static_cast<double>(predicted.total_ns) - total) / total;
   abs_rel_error_sum_ += std::fabs(signed_error);
@@ -187,12 +199,21 @@ OrderedJson SamePlanComparison::Report() const {
     }
     if (!kind.empty()) by_shape[std::string(StepKindName(static_cast<StepKind>(k)))] = kind;
   }
-  return {{"steps", steps_},
+  OrderedJson report = {{"steps", steps_},
           {"step_time_mape", per_step(abs_rel_error_sum_)},
           {"engine_time_s", {{"measured", measured_ns_ * 1e-9}, {"predicted", predicted_ns_ * 1e-9}}},
           {"terms", terms},
           {"by_kind", by_kind},
           {"by_shape", by_shape}};
+  if (noise_cv_) {
+    OrderedJson floor_terms = OrderedJson::object();
+    for (size_t t = 0; t < kNumStepTerms; ++t) {
+      floor_terms[std::string(StepTermName(static_cast<StepTerm>(t)))] =
+          per_step(floor_share_sum_[t]);
+    }
+    report["noise_floor"] = {{"step_time_mape", per_step(floor_sum_)}, {"terms", floor_terms}};
+  }
+  return report;
 }
 
 }  // namespace feather

@@ -32,7 +32,13 @@
 // prefill (none does), mixed, each split by cascade; and by shape: per kind, steps binned by
 // new tokens n in powers of two (n = 1, 2–3, 4–7, …, 2048+), each bin with its step MAPE, signed
 // mean error and every term's signed share, so a reader sees which shapes carry the error and
-// through which term. O(terms) per step, no allocation.
+// through which term. With the profile's measured step noise (SetNoise: per-term cv, as
+// StepNoiseCv gives it), also the noise floor: the MAPE a perfect model would still show
+// against single executions whose terms vary by those cvs (a normal spread: E|z| = sqrt(2/π)),
+// per step sqrt(2/π) · sqrt(Σ (cv_t · p_t)²) / p and per term sqrt(2/π) · cv_t · p_t / p, both
+// averaged over the steps (p the predicted step, p_t its terms). Calibration fits medians of R
+// repetitions, so its hold-out error does not contain this; a same-plan error near the floor is
+// the machine's noise, not the model. O(terms) per step, no allocation.
 #pragma once
 
 #include <array>
@@ -63,13 +69,17 @@ enum class StepKind : uint8_t { kDecode, kPrefill, kMixed, kCount };
 
 class SamePlanComparison {
  public:
+  // The per-term cv of the machine's step noise (sim/engine/step_noise.h StepNoiseCv); without
+  // it the report has no noise_floor.
+  void SetNoise(const std::array<double, kNumStepTerms>& cv) { noise_cv_ = cv; }
   void Add(const StepShape& shape, const StepTiming& measured, const StepTiming& predicted);
   [[nodiscard]] uint64_t steps() const { return steps_; }
   // {"steps", "step_time_mape", "engine_time_s": {measured, predicted}, "terms": {NAME:
   //  {measured_s, predicted_s, error_share, signed_share, mape, steps}}, "by_kind": {KIND:
   //  {cascade|no_cascade: {steps, step_time_mape, signed_mean_error}}}, "by_shape": {KIND:
   //  {"n=LO-HI": {steps, step_time_mape, signed_mean_error, measured_ms, signed_share: {TERM:
-  //  …}}}}} (only non-empty kinds and bins; measured_ms the bin's mean measured step)
+  //  …}}}}} (only non-empty kinds and bins; measured_ms the bin's mean measured step),
+  //  "noise_floor": {step_time_mape, terms: {TERM: share}} (after SetNoise)
   [[nodiscard]] nlohmann::ordered_json Report() const;
 
  private:
@@ -96,6 +106,9 @@ class SamePlanComparison {
     std::array<double, kNumStepTerms> signed_share_sum{};
   };
   std::array<std::array<ShapeBin, kSizeBins>, static_cast<size_t>(StepKind::kCount)> shapes_{};
+  std::optional<std::array<double, kNumStepTerms>> noise_cv_;
+  double floor_sum_ = 0;
+  std::array<double, kNumStepTerms> floor_share_sum_{};
 };
 
 }  // namespace feather

@@ -8,6 +8,7 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -148,6 +149,26 @@ TEST(SamePlanComparison, SharesMapesAndKindsByHand) {
   EXPECT_DOUBLE_EQ(decode_bin["signed_share"]["overhead"].get<double>(), -0.05);
   EXPECT_DOUBLE_EQ(r["by_shape"]["mixed"]["n=4-7"]["signed_share"]["gemm"].get<double>(), 0.1);
   EXPECT_EQ(r["by_shape"]["decode"].size(), 1u);
+  EXPECT_FALSE(r.contains("noise_floor"));
+}
+
+// The noise floor: a perfect model's MAPE against single executions with the measured spread.
+TEST(SamePlanComparison, NoiseFloorByHand) {
+  StepShape decode;
+  decode.decode_requests = decode.new_tokens = 4;
+  SamePlanComparison c;
+  std::array<double, kNumStepTerms> cv{};
+  cv[static_cast<size_t>(StepTerm::kGemm)] = 0.1;
+  cv[static_cast<size_t>(StepTerm::kDecodeAttention)] = 0.2;
+  c.SetNoise(cv);
+  // Predicted 1000 = gemm 600 + decode 400: spreads 60 and 80, together 100.
+  c.Add(decode, Timing(600, 400, 0), Timing(600, 400, 0));
+  const OrderedJson floor = c.Report()["noise_floor"];
+  const double k = std::sqrt(2 / 3.14159265358979323846);
+  EXPECT_NEAR(floor["step_time_mape"].get<double>(), k * 0.1, 1e-12);
+  EXPECT_NEAR(floor["terms"]["gemm"].get<double>(), k * 0.06, 1e-12);
+  EXPECT_NEAR(floor["terms"]["decode_attention"].get<double>(), k * 0.08, 1e-12);
+  EXPECT_EQ(floor["terms"]["overhead"].get<double>(), 0.0);
   EXPECT_EQ(KindOf(decode), StepKind::kDecode);
   StepShape prefill;
   prefill.prefill_requests = 1;
