@@ -44,7 +44,9 @@ OrderedJson CompareMetric(std::span<const double> measured_runs, double predicte
       measured_runs.empty() || measured.mean == 0 ? 0.0 : (*high - *low) / measured.mean;
   Moments model{predicted, 0};
   if (!predicted_runs.empty()) model = MomentsOf(predicted_runs);
-  const double interval_low = model.mean - 2 * model.stdev;
+  // Every metric validate compares is non-negative: a skewed spread (p99 TBT) must not give a
+  // negative lower bound.
+  const double interval_low = std::max(0.0, model.mean - 2 * model.stdev);
   const double interval_high = model.mean + 2 * model.stdev;
   const double signed_error = RelativeTo(predicted, measured.mean);
   const double mean_rel_error = std::fabs(RelativeTo(model.mean, measured.mean));

@@ -12,7 +12,8 @@
 //   predicted, rel_error, signed_error   the point prediction and its error against the mean
 //   predicted_mean, predicted_stdev, predicted_interval, predicted_runs   over the noisy runs:
 //                                the interval is mean ± 2 · stdev (about 95 % for a normal
-//                                spread); without noisy runs mean = the point, stdev 0 and the
+//                                spread), its lower end clipped at 0 (every metric is
+//                                non-negative); without noisy runs mean = the point, stdev 0 and the
 //                                interval is [point, point]
 //   mean_rel_error               |predicted_mean − measured| / measured
 //   target_rel_error             the target for the metric (throughput 5 %, mean TBT

@@ -97,6 +97,11 @@ TEST(ValidationReport, EachVerdict) {
   EXPECT_EQ(m["predicted_interval"][1].get<double>(), 108.0);
   EXPECT_EQ(m["predicted_stdev"].get<double>(), 0.0);
   EXPECT_EQ(m["verdict"], "within_target");
+  // A skewed spread: the interval's lower end stops at 0.
+  m = CompareMetric(std::vector<double>{100.0}, 100.0, std::vector<double>{10.0, 10.0, 400.0},
+                    std::nullopt);
+  EXPECT_EQ(m["predicted_interval"][0].get<double>(), 0.0);
+  EXPECT_EQ(m["verdict"], "inside_interval");
   EXPECT_EQ(MetricTarget("throughput_tok_s"), 0.05);
   EXPECT_EQ(MetricTarget("mean_tbt_ms"), 0.10);
   EXPECT_FALSE(MetricTarget("p99_tbt_ms").has_value());
