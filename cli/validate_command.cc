@@ -58,8 +58,8 @@ class ShadowPricedEngine final : public Engine {
 
   [[nodiscard]] StepTiming Execute(const BatchPlan& plan) override {
     const StepTiming measured = real_.Execute(plan);
-    const StepShape shape = ShapeStep(plan, model_.model(), cascade_,
-                                      static_cast<uint32_t>(model_.profile().sm_count));
+    const StepShape shape =
+        ShapeStep(plan, model_.model(), cascade_, static_cast<uint32_t>(model_.profile().sm_count));
     steps_.comparison.Add(shape, measured, model_.Price(plan));
     steps_.labels.push_back(run_ + " step " + std::to_string(++step_) + " " +
                             std::string(StepKindName(KindOf(shape))) +
@@ -157,7 +157,8 @@ std::string CheckProfileHost(const ValidateCommandOptions& options) {
 void PrintTable(std::ostream& out, const OrderedJson& validation) {
   out << std::left << std::setw(18) << "metric" << std::right << std::setw(12) << "measured"
       << std::setw(10) << "spread" << std::setw(12) << "predicted" << std::setw(10) << "error"
-      << std::setw(26) << "predicted interval" << "  verdict\n";
+      << std::setw(26) << "predicted interval"
+      << "  verdict\n";
   for (const auto& [name, m] : validation["metrics"].items()) {
     out << std::left << std::setw(18) << name << std::right << std::fixed << std::setprecision(2)
         << std::setw(12) << m["measured"].get<double>() << std::setw(8)
@@ -258,9 +259,8 @@ int Validate(const ValidateCommandOptions& options, std::ostream& out) {
   validation["profile"] = options.profile_path;
   validation["profile_host_check"] = host_check;
   validation["overrides"] = options.overrides;
-  validation["runs"] = {{"measured", measured_names},
-                        {"predicted", "predicted"},
-                        {"predicted_noise", noisy_names}};
+  validation["runs"] = {
+      {"measured", measured_names}, {"predicted", "predicted"}, {"predicted_noise", noisy_names}};
   validation["provenance"] = ToJson(ReadHostInfo());
   ThrowIfInterrupted();
   {

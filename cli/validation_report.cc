@@ -160,8 +160,7 @@ OrderedJson SamePlanComparison::Report() const {
         {"predicted_s", predicted_term_ns_[t] * 1e-9},
         {"error_share", per_step(error_share_sum_[t])},
         {"signed_share", per_step(signed_share_sum_[t])},
-        {"mape", term_steps_[t] > 0 ? term_ape_sum_[t] / static_cast<double>(term_steps_[t])
-                                    : 0.0},
+        {"mape", term_steps_[t] > 0 ? term_ape_sum_[t] / static_cast<double>(term_steps_[t]) : 0.0},
         {"steps", term_steps_[t]}};
   }
   OrderedJson by_kind = OrderedJson::object();
@@ -171,9 +170,10 @@ OrderedJson SamePlanComparison::Report() const {
       const Group& g = groups_[k][cascade];
       if (g.steps == 0) continue;
       const auto n = static_cast<double>(g.steps);
-      kind[cascade ? "cascade" : "no_cascade"] = {{"steps", g.steps},
-                                                  {"step_time_mape", g.abs_rel_error_sum / n},
-                                                  {"signed_mean_error", g.signed_rel_error_sum / n}};
+      kind[cascade ? "cascade" : "no_cascade"] = {
+          {"steps", g.steps},
+          {"step_time_mape", g.abs_rel_error_sum / n},
+          {"signed_mean_error", g.signed_rel_error_sum / n}};
     }
     if (!kind.empty()) by_kind[std::string(StepKindName(static_cast<StepKind>(k)))] = kind;
   }
@@ -190,9 +190,9 @@ OrderedJson SamePlanComparison::Report() const {
       }
       const size_t low = size_t{1} << bin;
       const std::string name = bin + 1 == kSizeBins ? "n>=" + std::to_string(low)
-                               : bin == 0           ? std::string("n=1")
-                                          : "n=" + std::to_string(low) + "-" +
-                                                std::to_string(2 * low - 1);
+                               : bin == 0
+                                   ? std::string("n=1")
+                                   : "n=" + std::to_string(low) + "-" + std::to_string(2 * low - 1);
       kind[name] = {{"steps", b.group.steps},
                     {"step_time_mape", b.group.abs_rel_error_sum / n},
                     {"signed_mean_error", b.group.signed_rel_error_sum / n},
@@ -201,12 +201,13 @@ OrderedJson SamePlanComparison::Report() const {
     }
     if (!kind.empty()) by_shape[std::string(StepKindName(static_cast<StepKind>(k)))] = kind;
   }
-  OrderedJson report = {{"steps", steps_},
-          {"step_time_mape", per_step(abs_rel_error_sum_)},
-          {"engine_time_s", {{"measured", measured_ns_ * 1e-9}, {"predicted", predicted_ns_ * 1e-9}}},
-          {"terms", terms},
-          {"by_kind", by_kind},
-          {"by_shape", by_shape}};
+  OrderedJson report = {
+      {"steps", steps_},
+      {"step_time_mape", per_step(abs_rel_error_sum_)},
+      {"engine_time_s", {{"measured", measured_ns_ * 1e-9}, {"predicted", predicted_ns_ * 1e-9}}},
+      {"terms", terms},
+      {"by_kind", by_kind},
+      {"by_shape", by_shape}};
   if (noise_cv_) {
     OrderedJson floor_terms = OrderedJson::object();
     for (size_t t = 0; t < kNumStepTerms; ++t) {

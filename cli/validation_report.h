@@ -13,8 +13,8 @@
 //   predicted_mean, predicted_stdev, predicted_interval, predicted_runs   over the noisy runs:
 //                                the interval is mean ± 2 · stdev (about 95 % for a normal
 //                                spread), its lower end clipped at 0 (every metric is
-//                                non-negative); without noisy runs mean = the point, stdev 0 and the
-//                                interval is [point, point]
+//                                non-negative); without noisy runs mean = the point, stdev 0 and
+//                                the interval is [point, point]
 //   mean_rel_error               |predicted_mean − measured| / measured
 //   target_rel_error             the target for the metric (throughput 5 %, mean TBT
 //                                10 %), null where there is none
@@ -44,11 +44,10 @@
 
 #include <array>
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <span>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "sim/engine/engine.h"
 #include "sim/engine/model_engine.h"

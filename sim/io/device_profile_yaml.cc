@@ -200,9 +200,9 @@ void ReadStepNoise(MapReader& root, DeviceProfile& profile) {
   MapReader reader(root.problems(), *node, "step_noise");
   std::string source;
   if (reader.Value("source", true).IsDefined()) {
-    reader.Choice("source", source,
-                  std::initializer_list<std::string_view>{"spec", "assumed", "measured",
-                                                          "published"});
+    reader.Choice(
+        "source", source,
+        std::initializer_list<std::string_view>{"spec", "assumed", "measured", "published"});
   }
   if (source == "spec") noise.source = ParameterSource::kSpec;
   if (source == "assumed") noise.source = ParameterSource::kAssumed;

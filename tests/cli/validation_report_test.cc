@@ -38,12 +38,12 @@ TEST(ValidationReport, MetricsMatchTheGoldenText) {
   const std::vector<double> model_throughput = {305.0, 311.0, 299.0, 308.0};
   metrics["throughput_tok_s"] = CompareMetric(std::vector<double>{302.5, 297.75, 304.5}, 310.125,
                                               model_throughput, MetricTarget("throughput_tok_s"));
-  metrics["mean_tbt_ms"] = CompareMetric(std::vector<double>{94.0, 99.0, 96.5}, 91.5,
-                                         std::vector<double>{90.0, 91.0, 90.5, 91.5},
-                                         MetricTarget("mean_tbt_ms"));
-  metrics["p99_tbt_ms"] = CompareMetric(std::vector<double>{150.0, 160.0, 170.0}, 120.0,
-                                        std::vector<double>{121.0, 119.0, 120.0, 120.0},
-                                        MetricTarget("p99_tbt_ms"));
+  metrics["mean_tbt_ms"] =
+      CompareMetric(std::vector<double>{94.0, 99.0, 96.5}, 91.5,
+                    std::vector<double>{90.0, 91.0, 90.5, 91.5}, MetricTarget("mean_tbt_ms"));
+  metrics["p99_tbt_ms"] =
+      CompareMetric(std::vector<double>{150.0, 160.0, 170.0}, 120.0,
+                    std::vector<double>{121.0, 119.0, 120.0, 120.0}, MetricTarget("p99_tbt_ms"));
   metrics["mean_batch_size"] =
       CompareMetric(std::vector<double>{39.0}, 58.0, {}, MetricTarget("mean_batch_size"));
   const std::string actual = metrics.dump(2) + "\n";
@@ -75,8 +75,8 @@ TEST(ValidationReport, FieldsByHand) {
 
 TEST(ValidationReport, EachVerdict) {
   // Inside the interval.
-  OrderedJson m = CompareMetric(std::vector<double>{100.0}, 100.0,
-                                std::vector<double>{90.0, 110.0}, std::nullopt);
+  OrderedJson m = CompareMetric(std::vector<double>{100.0}, 100.0, std::vector<double>{90.0, 110.0},
+                                std::nullopt);
   EXPECT_EQ(m["verdict"], "inside_interval");
   EXPECT_TRUE(m["pass"].get<bool>());
   EXPECT_TRUE(m["within_target"].is_null());
