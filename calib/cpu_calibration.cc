@@ -186,11 +186,12 @@ std::string AttentionIsaName() {
   return hw::attention_internal::ActiveAttentionIsa() == hw::attention_internal::AttentionIsa::kAvx2 ? "avx2+fma" : "scalar";
 }
 
-std::vector<MeasuredStep> MeasureCpuGrid(std::vector<GridPoint>& grid, const ModelConfig& model,
-                                         uint64_t pool_blocks, int threads,
-                                         hw::GemmBackend backend, int repetitions,
-                                         const std::function<void()>& after_step,
-                                         const std::function<void(int pass)>& after_pass) {
+std::vector<StepMeasurement> MeasureCpuGrid(std::vector<GridPoint>& grid,
+                                            const ModelConfig& model, uint64_t pool_blocks,
+                                            int threads, hw::GemmBackend backend,
+                                            int repetitions,
+                                            const std::function<void()>& after_step,
+                                            const std::function<void(int pass)>& after_pass) {
   std::unique_ptr<hw::CpuEngine> engines[2];  // [0] without cascade, [1] with
   std::vector<MeasuredEngine> measured_engines(2);
   for (const bool cascade : {false, true}) {
@@ -216,7 +217,7 @@ std::vector<MeasuredStep> MeasureCpuGrid(std::vector<GridPoint>& grid, const Mod
   options.repetitions = repetitions;
   options.after_step = after_step;
   options.after_pass = after_pass;
-  return RowsOf(MeasureSteps(measured_engines, steps, model, options));
+  return MeasureSteps(measured_engines, steps, model, options);
 }
 
 }  // namespace feather::calib

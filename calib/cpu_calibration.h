@@ -25,6 +25,7 @@
 #include "hw/gemm.h"
 #include "hw/host_info.h"
 #include "hw/probes.h"
+#include "calib/harness.h"
 #include "hw/synthetic_batch.h"
 #include "sim/engine/device_profile.h"
 #include "sim/engine/model_config.h"
@@ -58,8 +59,9 @@ struct Probes {
 
 // Measures every grid point (its spec's pool_blocks set to `pool_blocks`) on CPU engines of
 // `model` with `threads` threads, `repetitions` timed passes; after_step / after_pass as in
-// HarnessOptions. Returns the rows in grid order.
-[[nodiscard]] std::vector<MeasuredStep> MeasureCpuGrid(
+// HarnessOptions. Returns the measurements in grid order (RowsOf gives the rows, StepNoiseOf
+// the spread per term).
+[[nodiscard]] std::vector<StepMeasurement> MeasureCpuGrid(
     std::vector<GridPoint>& grid, const ModelConfig& model, uint64_t pool_blocks, int threads,
     hw::GemmBackend backend, int repetitions, const std::function<void()>& after_step,
     const std::function<void(int pass)>& after_pass);

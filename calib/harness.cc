@@ -1,7 +1,11 @@
 // harness.cc: MeasureSteps (see harness.h).
 #include "calib/harness.h"
 
+#include <algorithm>
+#include <cmath>
 #include <optional>
+#include <string_view>
+#include <utility>
 
 #include "base/check.h"
 #include "hw/interleaved_passes.h"
@@ -74,10 +78,63 @@ std::vector<StepMeasurement> MeasureSteps(std::span<const MeasuredEngine> engine
       hw::RunInterleavedPasses(steps.size(), options.repetitions, execute, options.after_pass);
   for (size_t i = 0; i < steps.size(); ++i) {
     measured[i].row.measured = hw::MedianByTotal(timings[i]);
+    measured[i].repetitions = timings[i];
     measured[i].spread = hw::RelativeSpread(timings[i]);
     if (options.perf_counters) DivideCounts(measured[i].counts, options.repetitions);
   }
   return measured;
+}
+
+ProfileStepNoise StepNoiseOf(std::span<const StepMeasurement> measurements, std::string note) {
+  ProfileStepNoise noise;
+  noise.source = ParameterSource::kMeasured;
+  noise.note = std::move(note);
+  noise.steps = measurements.size();
+  for (const StepMeasurement& m : measurements) {
+    noise.repetitions = std::max<uint64_t>(noise.repetitions, m.repetitions.size());
+  }
+  // decode_attention stands for decode_attention + kv_reuse (ProfileFitTermNames).
+  const auto term_ns = [](const StepTiming& timing, std::string_view name) {
+    if (name == StepTermName(StepTerm::kDecodeAttention)) {
+      return static_cast<double>(timing.term(StepTerm::kDecodeAttention) +
+                                 timing.term(StepTerm::kKvReuse));
+    }
+    for (size_t t = 0; t < kNumStepTerms; ++t) {
+      if (StepTermName(static_cast<StepTerm>(t)) == name) {
+        return static_cast<double>(timing.term_ns[t]);
+      }
+    }
+    return 0.0;
+  };
+  std::vector<double> ratios;
+  for (const std::string_view name : ProfileFitTermNames()) {
+    ratios.clear();
+    for (const StepMeasurement& m : measurements) {
+      const double median = term_ns(m.row.measured, name);
+      if (median <= 0) continue;
+      for (const StepTiming& repetition : m.repetitions) {
+        ratios.push_back(term_ns(repetition, name) / median - 1.0);
+      }
+    }
+    if (ratios.empty()) continue;
+    double sum_squares = 0;
+    for (const double r : ratios) sum_squares += r * r;
+    std::sort(ratios.begin(), ratios.end());
+    const auto quantile = [&ratios](double q) {  // linear between order statistics
+      const double at = q * static_cast<double>(ratios.size() - 1);
+      const auto low = static_cast<size_t>(at);
+      const size_t high = std::min(low + 1, ratios.size() - 1);
+      return ratios[low] + (at - static_cast<double>(low)) * (ratios[high] - ratios[low]);
+    };
+    // ±1 sigma of a normal spread: the 15.87th and 84.13th percentiles.
+    noise.terms.push_back({.term = std::string(name),
+                           .rel_stdev = (quantile(0.8413447) - quantile(0.1586553)) / 2,
+                           .rms = std::sqrt(sum_squares / static_cast<double>(ratios.size())),
+                           .p05 = quantile(0.05),
+                           .p95 = quantile(0.95),
+                           .samples = ratios.size()});
+  }
+  return noise;
 }
 
 std::vector<MeasuredStep> RowsOf(std::span<const StepMeasurement> measurements) {

@@ -9,7 +9,8 @@
 // step in interleaved passes (hw/interleaved_passes.h: one warm-up pass, then R passes in
 // alternating direction, so slow drift of the machine reaches every step alike) and keeps, per
 // step, the median repetition whole (its terms consistent with its total), the spread of the
-// repetitions and, when asked, perf counters averaged over the timed passes. The warm-up pass
+// repetitions (and the repetitions themselves, for StepNoiseOf: the per-term noise a validation
+// draws from) and, when asked, perf counters averaged over the timed passes. The warm-up pass
 // checks that the engine's cascade decision is the shape's (a broken invariant aborts).
 //
 // The rows (MeasuredStep) are what calib/fit.h fits and calib/rows_csv.h writes: the CSV
@@ -22,9 +23,11 @@
 #include <cstdint>
 #include <functional>
 #include <span>
+#include <string>
 #include <vector>
 
 #include "hw/perf_counters.h"
+#include "sim/engine/device_profile.h"
 #include "sim/engine/engine.h"
 #include "sim/engine/model_config.h"
 #include "sim/engine/model_engine.h"
@@ -54,6 +57,7 @@ struct HarnessOptions {
 struct StepMeasurement {
   MeasuredStep row;     // the shape and the median repetition's timing
   double spread = 0;    // (max − min) / median of the repetitions' totals
+  std::vector<StepTiming> repetitions;  // every timed repetition, in pass order
   hw::PerfCounts counts;  // per step, averaged over the timed passes; empty unless asked
 };
 
@@ -62,6 +66,12 @@ struct StepMeasurement {
                                                         std::span<const HarnessStep> steps,
                                                         const ModelConfig& model,
                                                         const HarnessOptions& options);
+
+// The repetitions' spread per term, pooled over the steps: the profile's `step_noise` section
+// (sim/engine/device_profile.h says how it is computed), source `measured`, with `note`. A term
+// no step spent time in is left out. O(steps · repetitions · log).
+[[nodiscard]] ProfileStepNoise StepNoiseOf(std::span<const StepMeasurement> measurements,
+                                           std::string note);
 
 // The rows alone, in step order.
 [[nodiscard]] std::vector<MeasuredStep> RowsOf(std::span<const StepMeasurement> measurements);

@@ -98,10 +98,11 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
     out << "\r  measured pass " << pass << "/" << repetitions << " over " << grid.size()
         << " steps" << (pass == 0 ? " (warm-up)" : "") << std::flush;
   };
-  const std::vector<MeasuredStep> rows = calib::MeasureCpuGrid(
+  const std::vector<calib::StepMeasurement> measurements = calib::MeasureCpuGrid(
       grid, model, pool_blocks, threads, backend, repetitions, [] { ThrowIfInterrupted(); },
       progress);
   out << '\n';
+  const std::vector<MeasuredStep> rows = calib::RowsOf(measurements);
 
   DeviceProfile base = calib::CpuBaseProfile(probes, host, threads);
   ProfileMeasuredOn measured_on;
@@ -119,7 +120,11 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
   base.measured_on = measured_on;
   calib::FitOptions fit_options;
   fit_options.rows_label = fs::path(out_path).stem().string() + "-rows.csv";
-  const calib::CalibrationFit fit = FitProfile(base, model, rows, fit_options);
+  calib::CalibrationFit fit = FitProfile(base, model, rows, fit_options);
+  fit.profile.step_noise = calib::StepNoiseOf(
+      measurements, "repetitions of the " + std::to_string(rows.size()) +
+                        " calibration steps in interleaved passes (calib/harness.h): per term, "
+                        "repetition / median repetition - 1, pooled over the steps");
 
   std::vector<std::string> labels;
   for (const calib::GridPoint& point : grid) labels.push_back(point.label);

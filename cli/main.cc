@@ -436,8 +436,14 @@ int Main(int argc, char** argv) {
                        "Override a scenario key: key=value (repeatable)")
       ->allow_extra_args(false);
   validate->add_option("--repeat", validate_options.repeat,
-                       "Measured runs on the real engine; the metrics compare their mean")
+                       "Measured runs on the real engine, and model runs with step-time noise "
+                       "drawn from the profile's step_noise section (N >= 2); the metrics compare "
+                       "the measured mean with the predicted interval")
       ->check(CLI::PositiveNumber);
+  validate->add_option("--model-repeat", validate_options.model_repeat,
+                       "Noisy model runs (default: --repeat); they are cheap, more give a "
+                       "steadier interval")
+      ->check(CLI::NonNegativeNumber);
   validate->add_flag("--json", validate_options.json, "Print validation.json instead of a table");
   validate->add_option("--engine", validate_options.engine,
                        "The real engine: cpu (default) or cuda (needs a GPU)");

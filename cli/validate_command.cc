@@ -13,17 +13,21 @@
 #include <ostream>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "calib/rows_csv.h"
 #include "cli/atomic_file.h"
 #include "cli/engines.h"
 #include "cli/selfcheck_command.h"
 #include "cli/interrupt.h"
+#include "cli/validation_report.h"
 #include "hw/foreign_host.h"
 #include "hw/host_info.h"
 #include "hw/probes.h"
 #include "sim/engine/device_profile.h"
 #include "sim/engine/model_engine.h"
+#include "sim/engine/step_noise.h"
 #include "sim/io/device_profile_yaml.h"
 #include "sim/io/run_output.h"
 #include "sim/io/scenario.h"
@@ -35,62 +39,44 @@ namespace {
 namespace fs = std::filesystem;
 using OrderedJson = nlohmann::ordered_json;
 
-// Per-step comparison of the model with the real engine on identical plans, summed over every
-// measured run.
-struct SamePlanTotals {
-  uint64_t steps = 0;
-  double abs_rel_error_sum = 0;
-  double measured_ns = 0;
-  double predicted_ns = 0;
-  std::array<double, kNumStepTerms> measured_term_ns{};
-  std::array<double, kNumStepTerms> predicted_term_ns{};
-
-  void Add(const StepTiming& measured, const StepTiming& predicted) {
-    ++steps;
-    if (measured.total_ns > 0) {
-      abs_rel_error_sum += std::fabs(static_cast<double>(predicted.total_ns - measured.total_ns)) /
-                           static_cast<double>(measured.total_ns);
-    }
-    measured_ns += static_cast<double>(measured.total_ns);
-    predicted_ns += static_cast<double>(predicted.total_ns);
-    for (size_t t = 0; t < kNumStepTerms; ++t) {
-      measured_term_ns[t] += static_cast<double>(measured.term_ns[t]);
-      predicted_term_ns[t] += static_cast<double>(predicted.term_ns[t]);
-    }
-  }
-
-  [[nodiscard]] OrderedJson Report() const {
-    OrderedJson terms = OrderedJson::object();
-    for (size_t t = 0; t < kNumStepTerms; ++t) {
-      terms[std::string(StepTermName(static_cast<StepTerm>(t)))] = {
-          {"measured_s", measured_term_ns[t] * 1e-9}, {"predicted_s", predicted_term_ns[t] * 1e-9}};
-    }
-    return {{"steps", steps},
-            {"step_time_mape", steps > 0 ? abs_rel_error_sum / static_cast<double>(steps) : 0.0},
-            {"engine_time_s", {{"measured", measured_ns * 1e-9}, {"predicted", predicted_ns * 1e-9}}},
-            {"terms", terms}};
-  }
+// What the measured runs' steps give: the same-plan comparison and the rows themselves (written
+// as same-plan-rows.csv, the calibration rows' format, so they can be set beside cpu-rows.csv or
+// refitted with `feather calibrate --refit`).
+struct SamePlanSteps {
+  SamePlanComparison comparison;
+  std::vector<std::string> labels;
+  std::vector<MeasuredStep> rows;
 };
 
-// Executes each step on the real engine and prices the same plan with the model engine, so the
-// per-step error is measured on identical plans.
+// Executes each step on the real engine and prices the same plan with the model engine
+// (noiseless), so the per-step error is measured on identical plans.
 class ShadowPricedEngine final : public Engine {
  public:
-  ShadowPricedEngine(Engine& real, ModelEngine& model, SamePlanTotals& totals)
-      : real_(real), model_(model), totals_(totals) {}
+  ShadowPricedEngine(Engine& real, const ModelEngine& model, bool cascade, std::string run,
+                     SamePlanSteps& steps)
+      : real_(real), model_(model), cascade_(cascade), run_(std::move(run)), steps_(steps) {}
 
   [[nodiscard]] std::string_view Name() const override { return real_.Name(); }
 
   [[nodiscard]] StepTiming Execute(const BatchPlan& plan) override {
     const StepTiming measured = real_.Execute(plan);
-    totals_.Add(measured, model_.Execute(plan));
+    const StepShape shape =
+        ShapeStep(plan, model_.model(), cascade_, static_cast<uint32_t>(model_.profile().sm_count));
+    steps_.comparison.Add(shape, measured, model_.Price(plan));
+    steps_.labels.push_back(run_ + " step " + std::to_string(++step_) + " " +
+                            std::string(StepKindName(KindOf(shape))) +
+                            (shape.cascade() ? " cascade" : ""));
+    steps_.rows.push_back({shape, measured});
     return measured;
   }
 
  private:
   Engine& real_;
-  ModelEngine& model_;
-  SamePlanTotals& totals_;
+  const ModelEngine& model_;
+  bool cascade_;
+  std::string run_;
+  SamePlanSteps& steps_;
+  uint64_t step_ = 0;
 };
 
 RunOutputMeta MetaFor(const Scenario& scenario, const PreparedRun& prepared) {
@@ -107,12 +93,17 @@ RunOutputMeta MetaFor(const Scenario& scenario, const PreparedRun& prepared) {
 }
 
 // Runs the scenario with `engine` ("cpu" or "model") and writes its run directory. A cpu run
-// adds its steps to `same_plans`.
+// adds its steps to `same_plans`. `noise_seed` > 0 turns on the model engine's step noise with
+// that seed (sim/engine/step_noise.h).
 RunSummary RunSide(const ValidateCommandOptions& options, const std::string& engine,
-                   const std::string& dir, SamePlanTotals& same_plans) {
+                   const std::string& dir, SamePlanSteps& same_plans, uint64_t noise_seed = 0) {
   std::vector<std::string> overrides = options.overrides;
   overrides.push_back("engine=" + engine);
   overrides.push_back("profile=" + options.profile_path);
+  if (noise_seed > 0) {
+    overrides.push_back("step_noise.enabled=true");
+    overrides.push_back("step_noise.seed=" + std::to_string(noise_seed));
+  }
   const Scenario scenario = LoadScenarioFile(options.scenario_path, overrides);
   const PreparedRun prepared = PrepareRun(scenario);
   ThrowIfInterrupted();
@@ -124,9 +115,11 @@ RunSummary RunSide(const ValidateCommandOptions& options, const std::string& eng
     result = ExecuteRun(prepared, workload, *policy, poll);
   } else {
     const std::unique_ptr<Engine> real = MakeEngine(prepared);
-    ModelEngine model(prepared.profile, prepared.model,
-                      ModelEngineOptions{.cascade_attention = prepared.serving.cascade_attention});
-    ShadowPricedEngine shadow(*real, model, same_plans);
+    const ModelEngine model(
+        prepared.profile, prepared.model,
+        ModelEngineOptions{.cascade_attention = prepared.serving.cascade_attention});
+    ShadowPricedEngine shadow(*real, model, prepared.serving.cascade_attention,
+                              fs::path(dir).filename().string(), same_plans);
     result = ExecuteRunOn(prepared, workload, *policy, shadow, poll);
   }
   ThrowIfInterrupted();
@@ -163,35 +156,33 @@ std::string CheckProfileHost(const ValidateCommandOptions& options) {
   return "foreign: " + *why;
 }
 
-// One metric: the mean of the measured runs against the prediction, and each run's value with
-// their spread ((max − min) / mean), so an error can be read against the run-to-run noise.
-OrderedJson Compare(const std::vector<double>& measured_runs, double predicted) {
-  double sum = 0;
-  for (const double v : measured_runs) sum += v;
-  const double measured = sum / static_cast<double>(measured_runs.size());
-  const auto [low, high] = std::minmax_element(measured_runs.begin(), measured_runs.end());
-  const double signed_error = measured != 0 ? (predicted - measured) / measured : 0.0;
-  return {{"measured", measured},
-          {"predicted", predicted},
-          {"rel_error", std::fabs(signed_error)},
-          {"signed_error", signed_error},
-          {"measured_runs", measured_runs},
-          {"measured_spread", measured != 0 ? (*high - *low) / measured : 0.0}};
-}
-
 void PrintTable(std::ostream& out, const OrderedJson& validation) {
-  out << std::left << std::setw(18) << "metric" << std::right << std::setw(14) << "measured"
-      << std::setw(14) << "predicted" << std::setw(12) << "error" << std::setw(12)
-      << "spread\n";
+  out << std::left << std::setw(18) << "metric" << std::right << std::setw(12) << "measured"
+      << std::setw(10) << "spread" << std::setw(12) << "predicted" << std::setw(10) << "error"
+      << std::setw(26) << "predicted interval"
+      << "  verdict\n";
   for (const auto& [name, m] : validation["metrics"].items()) {
     out << std::left << std::setw(18) << name << std::right << std::fixed << std::setprecision(2)
-        << std::setw(14) << m["measured"].get<double>() << std::setw(14)
-        << m["predicted"].get<double>() << std::setw(10) << m["rel_error"].get<double>() * 100
-        << " %" << std::setw(10) << m["measured_spread"].get<double>() * 100 << " %\n";
+        << std::setw(12) << m["measured"].get<double>() << std::setw(8)
+        << m["measured_spread"].get<double>() * 100 << " %" << std::setw(12)
+        << m["predicted_mean"].get<double>() << std::setw(8)
+        << m["mean_rel_error"].get<double>() * 100 << " %" << std::setw(12)
+        << m["predicted_interval"][0].get<double>() << " .. " << std::setw(10)
+        << m["predicted_interval"][1].get<double>() << "  " << m["verdict"].get<std::string>()
+        << "\n";
   }
   const OrderedJson& same = validation["same_plans"];
   out << "same plans: " << same["steps"].get<uint64_t>() << " steps, step-time MAPE "
-      << same["step_time_mape"].get<double>() * 100 << " %\n";
+      << same["step_time_mape"].get<double>() * 100 << " %; error share by term:";
+  for (const auto& [term, t] : same["terms"].items()) {
+    if (t["steps"].get<uint64_t>() == 0) continue;
+    out << " " << term << " " << t["error_share"].get<double>() * 100 << " %";
+  }
+  if (same.contains("noise_floor")) {
+    out << "\nnoise floor (the machine's step noise, profile step_noise): step-time MAPE "
+        << same["noise_floor"]["step_time_mape"].get<double>() * 100 << " %";
+  }
+  out << "\n";
 }
 
 // The measured runs' directory names: "measured" for one run, "measured-1" .. "measured-N".
@@ -202,52 +193,98 @@ std::vector<std::string> MeasuredRunNames(int repeat) {
   return names;
 }
 
+// The noisy model runs' directory names: "predicted-noise-1" .. "predicted-noise-M", none when
+// the profile has no step_noise section or M < 2 (one draw says nothing about a spread).
+std::vector<std::string> NoisyRunNames(const ValidateCommandOptions& options, int model_repeat) {
+  const ResolvedText text = ReadProfileFile(options.profile_path);
+  if (!ParseDeviceProfile(text.text, text.display_name).step_noise || model_repeat < 2) return {};
+  std::vector<std::string> names;
+  for (int k = 1; k <= model_repeat; ++k) names.push_back("predicted-noise-" + std::to_string(k));
+  return names;
+}
+
 int Validate(const ValidateCommandOptions& options, std::ostream& out) {
   if (options.repeat < 1) {
     throw std::invalid_argument("--repeat must be at least 1, got " +
                                 std::to_string(options.repeat));
   }
+  if (options.model_repeat < 0) {
+    throw std::invalid_argument("--model-repeat must be at least 0, got " +
+                                std::to_string(options.model_repeat));
+  }
+  const int model_repeat = options.model_repeat > 0 ? options.model_repeat : options.repeat;
   RegisterBuiltinEngines();
   const Scenario probe = LoadScenarioFile(options.scenario_path, options.overrides);
   const std::string host_check = CheckProfileHost(options);
+  const std::vector<std::string> noisy_names = NoisyRunNames(options, model_repeat);
   const std::string dir =
       options.out_dir.empty() ? "out/validate/" + probe.name : options.out_dir;
   fs::create_directories(dir);
-  SamePlanTotals same_plans;
+  SamePlanSteps same_plans;
+  {
+    const ResolvedText text = ReadProfileFile(options.profile_path);
+    const DeviceProfile profile = ParseDeviceProfile(text.text, text.display_name);
+    if (profile.step_noise) same_plans.comparison.SetNoise(StepNoiseCv(*profile.step_noise));
+  }
   const std::vector<std::string> measured_names = MeasuredRunNames(options.repeat);
   std::vector<RunSummary> measured;
   for (const std::string& name : measured_names) {
     measured.push_back(RunSide(options, options.engine, dir + "/" + name, same_plans));
   }
   const RunSummary predicted = RunSide(options, "model", dir + "/predicted", same_plans);
-  auto compare = [&](double RunSummary::*metric) {
-    std::vector<double> runs;
+  std::vector<RunSummary> noisy;
+  for (size_t k = 0; k < noisy_names.size(); ++k) {
+    noisy.push_back(RunSide(options, "model", dir + "/" + noisy_names[k], same_plans, k + 1));
+  }
+  auto compare = [&](const char* name, double RunSummary::*metric) {
+    std::vector<double> runs, model_runs;
     for (const RunSummary& m : measured) runs.push_back(m.*metric);
-    return Compare(runs, predicted.*metric);
+    for (const RunSummary& m : noisy) model_runs.push_back(m.*metric);
+    return CompareMetric(runs, predicted.*metric, model_runs, MetricTarget(name));
   };
   OrderedJson validation;
   validation["metrics"] = {
-      {"throughput_tok_s", compare(&RunSummary::throughput_tok_s)},
-      {"mean_tbt_ms", compare(&RunSummary::mean_tbt_ms)},
-      {"p99_tbt_ms", compare(&RunSummary::p99_tbt_ms)},
-      {"mean_batch_size", compare(&RunSummary::mean_batch_size)},
-      {"mean_ttft_ms", compare(&RunSummary::mean_ttft_ms)},
+      {"throughput_tok_s", compare("throughput_tok_s", &RunSummary::throughput_tok_s)},
+      {"mean_tbt_ms", compare("mean_tbt_ms", &RunSummary::mean_tbt_ms)},
+      {"p99_tbt_ms", compare("p99_tbt_ms", &RunSummary::p99_tbt_ms)},
+      {"mean_batch_size", compare("mean_batch_size", &RunSummary::mean_batch_size)},
+      {"mean_ttft_ms", compare("mean_ttft_ms", &RunSummary::mean_ttft_ms)},
   };
-  validation["same_plans"] = same_plans.Report();
+  std::vector<std::string> failed;
+  for (const auto& [name, m] : validation["metrics"].items()) {
+    if (!m["pass"].get<bool>()) failed.push_back(name);
+  }
+  validation["verdict"] = {{"pass", failed.empty()}, {"failed", failed}};
+  validation["same_plans"] = same_plans.comparison.Report();
+  validation["same_plans"]["rows"] = "same-plan-rows.csv";
   validation["scenario"] = options.scenario_path;
   validation["profile"] = options.profile_path;
   validation["profile_host_check"] = host_check;
   validation["overrides"] = options.overrides;
-  validation["runs"] = {{"measured", measured_names}, {"predicted", "predicted"}};
+  validation["runs"] = {
+      {"measured", measured_names}, {"predicted", "predicted"}, {"predicted_noise", noisy_names}};
   validation["provenance"] = ToJson(ReadHostInfo());
   ThrowIfInterrupted();
+  {
+    const Scenario scenario = LoadScenarioFile(options.scenario_path, [&] {
+      std::vector<std::string> o = options.overrides;
+      o.push_back("profile=" + options.profile_path);
+      return o;
+    }());
+    const PreparedRun prepared = PrepareRun(scenario);
+    WriteFileAtomically(fs::path(dir) / "same-plan-rows.csv",
+                        calib::RowsToCsv(same_plans.labels, same_plans.rows,
+                                         StepPricer(prepared.profile, prepared.model), 0));
+  }
   WriteFileAtomically(fs::path(dir) / "validation.json", validation.dump(2) + "\n");
   if (options.json) {
     out << validation.dump(2) << '\n';
   } else {
     PrintTable(out, validation);
-    out << "outputs: " << dir << "/validation.json, " << dir << "/{";
+    out << "outputs: " << dir << "/validation.json, " << dir << "/same-plan-rows.csv, " << dir
+        << "/{";
     for (const std::string& name : measured_names) out << name << ",";
+    for (const std::string& name : noisy_names) out << name << ",";
     out << "predicted}/\n";
   }
   return 0;

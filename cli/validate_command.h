@@ -1,30 +1,38 @@
 // validate_command.h: `feather validate`, the check of the cost model against real execution.
 //
 //   feather validate SCENARIO.yaml --profile PROFILE.yaml [--out DIR] [--repeat N]
-//                    [--set key=value]...
+//                    [--model-repeat M] [--set key=value]...
 //
 // Runs the scenario with the same workload, selector and stop policy on the real CPU engine
-// (`engine: cpu`, wall-clock step times: "measured"), N times (default 1), and once on the model
-// engine priced with PROFILE ("predicted"). All runs size the KV pool from PROFILE, so they
-// schedule against the same memory. Writes DIR/measured/ (N = 1) or DIR/measured-1/ ..
-// DIR/measured-N/, and DIR/predicted/ (each a complete run directory: summary.json,
-// results.h5), then DIR/validation.json:
-//   {"metrics": {"throughput_tok_s": {"measured": …, "predicted": …, "rel_error": …,
-//                                     "signed_error": …, "measured_runs": […],
-//                                     "measured_spread": …},
-//                "mean_tbt_ms": {…}, "p99_tbt_ms": {…}, "mean_batch_size": {…}, "mean_ttft_ms": {…}},
-//    "same_plans": {…}, "scenario": …, "profile": …, "overrides": […],
-//    "runs": {"measured": [dir names], "predicted": "predicted"}, "provenance": {…}}
-// measured = the mean of the N runs; rel_error = |predicted − measured| / measured (a
-// fraction); signed_error keeps the sign; measured_spread = (max − min) / mean of the runs, the
-// run-to-run noise an error should be read against (0 for one run). "same_plans" prices every
-// step the real engines executed with the model as well (the plans are identical, so the
-// scheduling path cannot diverge), summed over the N runs: step-time MAPE and the engine time
-// by term, measured against predicted. The end-to-end metrics can differ more than the per-step
-// error when the two runs take different scheduling decisions (a learning stop policy rewarded
-// by measured, noisy step times).
+// (`engine: cpu`, wall-clock step times: "measured") N times (default 1); once on the model
+// engine priced with PROFILE without noise ("predicted", the point prediction); and, when the
+// profile has a `step_noise` section (written by `feather calibrate`) and M >= 2 (M defaults
+// to N), M times with seeded step-time noise drawn from it (seeds 1..M,
+// sim/engine/step_noise.h: "predicted-noise-K"), which gives the predicted spread of each
+// metric. All runs size the KV pool from PROFILE, so they schedule against the same memory.
+// Writes DIR/measured/ (N = 1) or DIR/measured-1/ .. DIR/measured-N/, DIR/predicted/ and
+// DIR/predicted-noise-K/ (each a complete run directory: summary.json, results.h5), then
+// DIR/same-plan-rows.csv and DIR/validation.json:
+//   {"metrics": {"throughput_tok_s": {…}, "mean_tbt_ms": {…}, "p99_tbt_ms": {…},
+//                "mean_batch_size": {…}, "mean_ttft_ms": {…}},
+//    "verdict": {"pass": bool, "failed": [metric names]},
+//    "same_plans": {…, "rows": "same-plan-rows.csv"}, "scenario": …, "profile": …,
+//    "profile_host_check": …, "overrides": […],
+//    "runs": {"measured": [dir names], "predicted": "predicted", "predicted_noise": [names]},
+//    "provenance": {…}}
+// Each metric's fields and its verdict (measured mean inside the predicted interval, or its
+// error within the target: throughput 5 %, mean TBT 10 %) are CompareMetric's
+// (cli/validation_report.h). "same_plans" prices every step the real engines executed with the
+// model as well (the plans are identical, so the scheduling path cannot diverge), summed over
+// the N runs: step-time MAPE, each term's share of the error, and the error by kind of step
+// (SamePlanComparison); same-plan-rows.csv holds those steps in the calibration rows' format
+// (calib/rows_csv.h; predicted_total_ns priced by PROFILE), to compare with PROFILE-rows.csv or
+// to refit (`feather calibrate --refit DIR/same-plan-rows.csv --base PROFILE.yaml --out ...`).
+// The end-to-end metrics can differ more than the per-step error when the runs take different
+// scheduling decisions (a learning stop policy rewarded by measured, noisy step times): that is
+// what the noisy model runs reproduce.
 // Default DIR: out/validate/<scenario name>. SIGINT/SIGTERM: finished run directories stay,
-// validation.json is written only when both runs finished; exit 130 / 143.
+// validation.json is written only when every run finished; exit 130 / 143.
 #pragma once
 
 #include <iosfwd>
@@ -39,6 +47,9 @@ struct ValidateCommandOptions {
   std::vector<std::string> overrides;
   std::string out_dir;
   int repeat = 1;  // measured runs on the real engine
+  // Model runs with step-time noise (sim/engine/step_noise.h); 0 = `repeat`. Runs only when the
+  // profile has a step_noise section and the count is at least 2.
+  int model_repeat = 0;
   bool json = false;  // print validation.json instead of a table
   // A profile measured on another machine (hw/foreign_host.h, with a read-bandwidth probe of
   // this one) is refused unless this is set; then it is used and validation.json says so.

@@ -10,8 +10,9 @@
 //
 // ProfileParameters() lists the parameters in a fixed order with their valid ranges; the loader
 // and the writer (DeviceProfileToYaml) both walk that table. A profile written by calibration
-// also carries two optional sections: `measured_on` (machine, build, kernel variant) and `fit`
-// (the fit errors, overall and per cost-model term). Loading and writing are O(file size), and
+// also carries three optional sections: `measured_on` (machine, build, kernel variant), `fit`
+// (the fit errors, overall and per cost-model term) and `step_noise` (the repetitions' spread per
+// term). Loading and writing are O(file size), and
 // ParseDeviceProfile(DeviceProfileToYaml(p)) == p for every profile the loader accepts.
 #pragma once
 
@@ -74,6 +75,37 @@ struct ProfileFit {
   friend bool operator==(const ProfileFit&, const ProfileFit&) = default;
 };
 
+// The `step_noise` section: how much the same step's terms vary from one execution to the next
+// on the calibrating machine, so that a validation can predict a spread instead of a point
+// (sim/engine/step_noise.h draws step-time noise from it; `feather validate --repeat N`).
+//
+// Calibration runs every step R times in interleaved passes (hw/interleaved_passes.h); for each
+// term and each step whose median repetition spent time in it, the R ratios
+// r = repetition's term ns / median repetition's term ns − 1 are pooled over the steps:
+// rel_stdev = (p84 − p16) / 2 of them, the stdev a normal spread with those quantiles has;
+// rms = sqrt(mean r²); p05/p95 their 5th and 95th percentiles. A term no step spent time in is
+// absent. rel_stdev is what a model run draws from (sim/engine/step_noise.h); it is robust to
+// the rare repetition a busy shared machine stretches 10–100× (a descheduled thread), which
+// rms and p95 keep on record (on a loaded 2-core VM: gemm rel_stdev 0.03, rms 1.3). This is the
+// machine's step-to-step noise, not the model's error (that is `fit`).
+struct ProfileTermNoise {
+  std::string term;      // ProfileFitTermNames() (decode_attention includes kv_reuse)
+  double rel_stdev = 0;  // >= 0: (p84 − p16) / 2
+  double rms = 0;        // >= 0: sqrt(mean r²), outliers included
+  double p05 = 0;        // >= -1
+  double p95 = 0;        // >= p05
+  uint64_t samples = 0;  // pooled ratios (steps × repetitions), >= 1
+  friend bool operator==(const ProfileTermNoise&, const ProfileTermNoise&) = default;
+};
+struct ProfileStepNoise {
+  ParameterSource source = ParameterSource::kMeasured;
+  std::string note;      // how it was measured
+  uint64_t steps = 0;        // measured steps
+  uint64_t repetitions = 0;  // timed repetitions of each
+  std::vector<ProfileTermNoise> terms;  // StepTerm order
+  friend bool operator==(const ProfileStepNoise&, const ProfileStepNoise&) = default;
+};
+
 // The terms `fit.terms` may name, in StepTerm order (kv_reuse is part of decode_attention for
 // calibration: a real engine cannot time it apart).
 [[nodiscard]] std::span<const std::string_view> ProfileFitTermNames();
@@ -128,6 +160,7 @@ struct DeviceProfile {
   // --- Calibration metadata (absent in hand-written profiles) ---
   std::optional<ProfileMeasuredOn> measured_on;
   std::optional<ProfileFit> fit;
+  std::optional<ProfileStepNoise> step_noise;
 
   friend bool operator==(const DeviceProfile&, const DeviceProfile&) = default;
 };

@@ -179,11 +179,25 @@ StepTiming StepPricer::Price(const StepShape& shape) const {
 ModelEngine::ModelEngine(const DeviceProfile& profile,  // NOLINT(modernize-pass-by-value)
                          const ModelConfig& model,      // NOLINT(modernize-pass-by-value)
                          ModelEngineOptions options)
-    : profile_(profile), model_(model), options_(options), pricer_(profile_, model_) {}
+    : profile_(profile), model_(model), options_(options), pricer_(profile_, model_) {
+  if (options_.step_noise) {
+    if (!profile_.step_noise) {
+      throw std::invalid_argument(
+          "step_noise.enabled: profile '" + profile_.name +
+          "' has no step_noise section (a calibration writes it: feather calibrate --target cpu)");
+    }
+    noise_.emplace(StepNoiseCv(*profile_.step_noise), options_.step_noise_seed);
+  }
+}
 
-StepTiming ModelEngine::Execute(const BatchPlan& plan) {
+StepTiming ModelEngine::Price(const BatchPlan& plan) const {
   return pricer_.Price(ShapeStep(plan, model_, options_.cascade_attention,
                                  static_cast<uint32_t>(profile_.sm_count)));
+}
+
+StepTiming ModelEngine::Execute(const BatchPlan& plan) {
+  const StepTiming timing = Price(plan);
+  return noise_ ? noise_->Apply(timing) : timing;
 }
 
 uint64_t KvCacheBlocks(const DeviceProfile& profile, const ModelConfig& model,

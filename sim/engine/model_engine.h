@@ -2,7 +2,9 @@
 //
 // ModelEngine turns a BatchPlan into a StepTiming from a ModelConfig (bytes and FLOPs of the
 // model) and a DeviceProfile (what the device achieves). Execute is O(requests in the plan), does
-// not allocate, and is a pure function of the plan: the same plan gives the same timing.
+// not allocate, and is a pure function of the plan: the same plan gives the same timing (unless
+// ModelEngineOptions::step_noise asks for seeded noise, sim/engine/step_noise.h; then the same
+// seed and sequence of plans give the same timings).
 //
 // Notation. n = plan.total_new_tokens(); B = plan.decode_requests; R = plan.num_requests();
 // s = tokens that sample = B + number of prefill requests (an upper bound: a prefill chunk that
@@ -75,11 +77,13 @@
 
 #include <array>
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "sim/engine/device_profile.h"
 #include "sim/engine/engine.h"
 #include "sim/engine/model_config.h"
+#include "sim/engine/step_noise.h"
 
 namespace feather {
 
@@ -90,6 +94,11 @@ inline constexpr uint32_t kCascadeTileTokens = 128;  // its q and kv tile sizes
 
 struct ModelEngineOptions {
   bool cascade_attention = true;  // vLLM's --disable-cascade-attn sets this false
+  // Step-time noise drawn from the profile's step_noise section (sim/engine/step_noise.h), for
+  // validation; off by default, so Execute is a pure function of the plan. When on, the profile
+  // must have a step_noise section (the constructor throws std::invalid_argument otherwise).
+  bool step_noise = false;
+  uint64_t step_noise_seed = 1;
 };
 
 // The aggregate quantities of a step that the cost model prices (notation of the file comment),
@@ -159,9 +168,12 @@ class ModelEngine final : public Engine {
 
   [[nodiscard]] std::string_view Name() const override { return "model"; }
   [[nodiscard]] StepTiming Execute(const BatchPlan& plan) override;
+  // The noiseless price: a scheduler's estimate, not an execution (draws no noise).
   [[nodiscard]] std::optional<int64_t> PriceDecodeOnly(const BatchPlan& decode_plan) override {
-    return Execute(decode_plan).total_ns;  // pricing has no side effects
+    return Price(decode_plan).total_ns;
   }
+  // The noiseless price of `plan` (what Execute returns without step noise).
+  [[nodiscard]] StepTiming Price(const BatchPlan& plan) const;
 
   [[nodiscard]] const DeviceProfile& profile() const { return profile_; }
   [[nodiscard]] const ModelConfig& model() const { return model_; }
@@ -171,6 +183,7 @@ class ModelEngine final : public Engine {
   ModelConfig model_;
   ModelEngineOptions options_;
   StepPricer pricer_;
+  std::optional<StepNoise> noise_;  // set when options_.step_noise
 };
 
 // vLLM's use_cascade_attention for an already clamped common prefix (see the file comment).

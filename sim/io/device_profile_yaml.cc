@@ -12,7 +12,9 @@
 #include <charconv>
 #include <cmath>
 #include <cstdio>
+#include <initializer_list>
 #include <sstream>
+#include <string_view>
 #include <utility>
 
 #include "base/input_error.h"
@@ -190,6 +192,52 @@ void ReadFit(MapReader& root, DeviceProfile& profile) {
   profile.fit = std::move(fit);
 }
 
+// `step_noise`: {source, note, steps, repetitions, terms: {TERM: {rel_stdev, p05, p95, samples}}}.
+void ReadStepNoise(MapReader& root, DeviceProfile& profile) {
+  const std::optional<YAML::Node> node = root.Child("step_noise");
+  if (!node) return;
+  ProfileStepNoise noise;
+  MapReader reader(root.problems(), *node, "step_noise");
+  std::string source;
+  if (reader.Value("source", true).IsDefined()) {
+    reader.Choice(
+        "source", source,
+        std::initializer_list<std::string_view>{"spec", "assumed", "measured", "published"});
+  }
+  if (source == "spec") noise.source = ParameterSource::kSpec;
+  if (source == "assumed") noise.source = ParameterSource::kAssumed;
+  if (source == "published") noise.source = ParameterSource::kPublished;
+  reader.String("note", noise.note, true);
+  reader.Integer("steps", noise.steps, 1, kMaxRows, true);
+  reader.Integer("repetitions", noise.repetitions, 1, 1'000'000, true);
+  // `terms: {}` is a valid, empty map (as in `fit`).
+  const YAML::Node terms = reader.Value("terms", true);
+  if (terms.IsDefined() && !terms.IsNull() && !terms.IsMap()) {
+    reader.Add(terms, "terms", "expected a map of terms, got " + Describe(terms));
+  } else if (terms.IsMap()) {
+    MapReader term_reader(root.problems(), terms, reader.Join("terms"));
+    for (const std::string_view name : ProfileFitTermNames()) {
+      const std::string key(name);
+      const std::optional<YAML::Node> term = term_reader.Child(key);
+      if (!term) continue;
+      ProfileTermNoise t;
+      t.term = key;
+      MapReader entry(root.problems(), *term, term_reader.Join(key));
+      entry.Real("rel_stdev", t.rel_stdev, 0, 1e6, false, true);
+      entry.Real("rms", t.rms, 0, 1e6, false, true);
+      entry.Real("p05", t.p05, -1, 1e6, false, true);
+      entry.Real("p95", t.p95, -1, 1e6, false, true);
+      entry.Integer("samples", t.samples, 1, kMaxRows, true);
+      if (t.p95 < t.p05) {
+        entry.Add(entry.Value("p95"), "p95",
+                  "p95 " + FormatNumber(t.p95) + " is below p05 " + FormatNumber(t.p05));
+      }
+      noise.terms.push_back(std::move(t));
+    }
+  }
+  profile.step_noise = std::move(noise);
+}
+
 // --- Writer ---
 
 // The shortest text that from_chars reads back to the same double.
@@ -285,6 +333,7 @@ DeviceProfile ParseDeviceProfile(std::string_view yaml_text, const std::string& 
   }
   ReadMeasuredOn(root, profile);
   ReadFit(root, profile);
+  ReadStepNoise(root, profile);
   root.Finish();
   if (!problems.empty()) throw InputError(problems.Take());
   return profile;
@@ -335,6 +384,22 @@ std::string DeviceProfileToYaml(const DeviceProfile& profile) {
       out += "    " + t.term + ":\n";
       WriteRowsAndMapes(out, "      ", "rows", t.rows, t.holdout_rows, "mape", t.mape,
                         t.holdout_mape);
+    }
+  }
+  if (const std::optional<ProfileStepNoise>& noise = profile.step_noise) {
+    out += "step_noise:\n";
+    out += "  source: " + std::string(ParameterSourceName(noise->source)) + "\n";
+    out += "  note: " + Quote(noise->note) + "\n";
+    out += "  steps: " + std::to_string(noise->steps) + "\n";
+    out += "  repetitions: " + std::to_string(noise->repetitions) + "\n";
+    out += noise->terms.empty() ? "  terms: {}\n" : "  terms:\n";
+    for (const ProfileTermNoise& t : noise->terms) {
+      out += "    " + t.term + ":\n";
+      out += "      rel_stdev: " + ExactNumber(t.rel_stdev) + "\n";
+      out += "      rms: " + ExactNumber(t.rms) + "\n";
+      out += "      p05: " + ExactNumber(t.p05) + "\n";
+      out += "      p95: " + ExactNumber(t.p95) + "\n";
+      out += "      samples: " + std::to_string(t.samples) + "\n";
     }
   }
   out += "parameters:\n";

@@ -445,6 +445,15 @@ void ReadRoot(const YAML::Node& doc, YamlProblems& problems, Scenario& s,
   root.Real("scheduler_fixed_us", fixed_us, 0, 1e9);
   s.serving.scheduler_fixed_ns = static_cast<int64_t>(std::llround(fixed_us * 1e3));
   root.Choice("engine", s.engine, std::initializer_list<std::string_view>{"model", "cpu", "cuda"});
+  if (const std::optional<YAML::Node> noise = root.Child("step_noise")) {
+    MapReader m(root.problems(), *noise, "step_noise");
+    m.Bool("enabled", s.step_noise.enabled);
+    m.Integer("seed", s.step_noise.seed, 0, std::numeric_limits<int64_t>::max());
+    if (s.step_noise.enabled && s.engine != "model") {
+      m.Add(m.Value("enabled"), "enabled",
+            "step-time noise is drawn by the model engine only; engine is '" + s.engine + "'");
+    }
+  }
   root.String("model", s.model);
   root.String("profile", s.profile);
   for (auto [key, dir] : {std::pair<const char*, std::string_view>{"model", "scenarios/models"},
@@ -684,6 +693,7 @@ nlohmann::ordered_json ScenarioToJson(const Scenario& s) {
            {"scheduler_time", NameOf(kSchedulerTimes, c.scheduler_time)},
            {"scheduler_fixed_us", static_cast<double>(c.scheduler_fixed_ns) * 1e-3},
            {"engine", s.engine},
+           {"step_noise", {{"enabled", s.step_noise.enabled}, {"seed", s.step_noise.seed}}},
            {"model", s.model},
            {"profile", s.profile},
            {"serving", serving},

@@ -40,6 +40,13 @@ struct Scenario {
   std::string engine = "model";          // model | cpu | cuda
   std::string model = "llama-3-8b";      // built-in name or resolved path
   std::string profile = "rtx6000-ada";   // built-in name or resolved path
+  // `step_noise: {enabled, seed}`: seeded step-time noise on the model engine, drawn from the
+  // profile's measured spread (sim/engine/step_noise.h). Off by default; `feather validate
+  // --repeat N` turns it on for its model runs.
+  struct StepNoiseKey {
+    bool enabled = false;
+    uint64_t seed = 1;
+  } step_noise;
 };
 
 // `overrides` are "key=value" strings from --set. Throws InputError.

@@ -121,7 +121,9 @@ std::unique_ptr<Engine> MakeEngine(const PreparedRun& prepared) {
   if (prepared.scenario.engine == "model") {
     return std::make_unique<ModelEngine>(
         prepared.profile, prepared.model,
-        ModelEngineOptions{.cascade_attention = prepared.serving.cascade_attention});
+        ModelEngineOptions{.cascade_attention = prepared.serving.cascade_attention,
+                           .step_noise = prepared.scenario.step_noise.enabled,
+                           .step_noise_seed = prepared.scenario.step_noise.seed});
   }
   const EngineFactory factory = FindEngine(prepared.scenario.engine);
   if (!factory) {

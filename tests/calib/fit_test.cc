@@ -164,6 +164,17 @@ TEST(CalibrationFit, RecoversAKnownProfileFromNoisyRows) {
   EXPECT_TRUE(Contains(p.provenance.back(), "336 steps")) << p.provenance.back();
 }
 
+// A refit keeps the base profile's step_noise (the rows carry medians only; the spread came with
+// the base).
+TEST(CalibrationFit, KeepsTheBaseStepNoise) {
+  const ModelConfig model = TinyModel();
+  DeviceProfile base = PerturbedBase();
+  base.step_noise = ProfileStepNoise{.note = "measured", .steps = 4, .repetitions = 5,
+                                     .terms = {{"gemm", 0.03, 0.1, -0.04, 0.05, 20}}};
+  const CalibrationFit fit = FitProfile(base, model, MakeRows(TruthProfile(), model, RowMix{}));
+  EXPECT_EQ(fit.profile.step_noise, base.step_noise);
+}
+
 // A base without provenance (built from probes alone) still gives a loadable profile.
 TEST(CalibrationFit, ABaseWithoutProvenanceGivesALoadableProfile) {
   const ModelConfig model = TinyModel();

@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,7 @@ TEST(Harness, RowsCarryTheShapeAndTheMedianRepetition) {
     EXPECT_EQ(m.row.measured.total_ns, 200);  // the median of {x, y, z} drawn from 100/300/200
     EXPECT_EQ(m.row.measured.term(StepTerm::kGemm), m.row.measured.total_ns);
     EXPECT_DOUBLE_EQ(m.spread, 1.0);  // (300 − 100) / 200
+    ASSERT_EQ(m.repetitions.size(), 3u);  // every timed repetition kept, in pass order
     EXPECT_FALSE(m.counts.cycles.has_value());
   }
 
@@ -91,6 +93,57 @@ TEST(Harness, RowsCarryTheShapeAndTheMedianRepetition) {
     EXPECT_EQ(back[i].step.measured.term_ns, rows[i].measured.term_ns);
     EXPECT_EQ(back[i].step.measured.total_ns, rows[i].measured.total_ns);
   }
+}
+
+StepTiming Timing(int64_t gemm, int64_t decode, int64_t kv_reuse) {
+  StepTiming t;
+  t.term_ns[static_cast<size_t>(StepTerm::kGemm)] = gemm;
+  t.term_ns[static_cast<size_t>(StepTerm::kDecodeAttention)] = decode;
+  t.term_ns[static_cast<size_t>(StepTerm::kKvReuse)] = kv_reuse;
+  t.total_ns = gemm + decode + kv_reuse;
+  return t;
+}
+
+// The profile's step_noise: per term, repetition / median repetition − 1 pooled over steps;
+// decode_attention with kv_reuse; a term no step spent time in left out; a 100× outlier moves
+// rms, not rel_stdev.
+TEST(Harness, StepNoiseOfPoolsTheRepetitionsPerTerm) {
+  std::vector<StepMeasurement> m(2);
+  m[0].row.measured = Timing(200, 100, 0);
+  m[0].repetitions = {Timing(100, 60, 50), Timing(300, 100, 0), Timing(200, 100, 0)};
+  m[1].row.measured = Timing(200, 0, 0);
+  m[1].repetitions = {Timing(180, 0, 0), Timing(200, 0, 0), Timing(220, 0, 0)};
+  const ProfileStepNoise noise = StepNoiseOf(m, "two steps");
+  EXPECT_EQ(noise.source, ParameterSource::kMeasured);
+  EXPECT_EQ(noise.note, "two steps");
+  EXPECT_EQ(noise.steps, 2u);
+  EXPECT_EQ(noise.repetitions, 3u);
+  ASSERT_EQ(noise.terms.size(), 2u);
+  // gemm ratios: −0.5, 0.5, 0, −0.1, 0, 0.1 (sorted −0.5 −0.1 0 0 0.1 0.5).
+  EXPECT_EQ(noise.terms[0].term, "gemm");
+  EXPECT_EQ(noise.terms[0].samples, 6u);
+  // rel_stdev = (p84.13 − p15.87) / 2: at 4.2067 and 0.7933 of the 5 gaps, ±0.1826894.
+  EXPECT_NEAR(noise.terms[0].rel_stdev, 0.1 + 0.2067236 * 0.4, 1e-6);
+  EXPECT_NEAR(noise.terms[0].rms, std::sqrt(0.52 / 6), 1e-12);
+  EXPECT_NEAR(noise.terms[0].p05, -0.4, 1e-12);  // between −0.5 and −0.1, a quarter of the way
+  EXPECT_NEAR(noise.terms[0].p95, 0.4, 1e-12);
+  // decode_attention (+ kv_reuse) of the first step only: 0.1, 0, 0.
+  EXPECT_EQ(noise.terms[1].term, "decode_attention");
+  EXPECT_EQ(noise.terms[1].samples, 3u);
+  EXPECT_NEAR(noise.terms[1].rel_stdev, 0.6826894 * 0.1 / 2, 1e-6);
+  EXPECT_NEAR(noise.terms[1].rms, std::sqrt(0.01 / 3), 1e-12);
+  EXPECT_NEAR(noise.terms[1].p95, 0.09, 1e-12);
+
+  // One descheduled repetition among many steady ones.
+  std::vector<StepMeasurement> steady(10);
+  for (size_t i = 0; i < steady.size(); ++i) {
+    steady[i].row.measured = Timing(1000, 0, 0);
+    steady[i].repetitions = {Timing(980, 0, 0), Timing(1000, 0, 0), Timing(1020, 0, 0)};
+  }
+  steady[3].repetitions[2] = Timing(100000, 0, 0);
+  const ProfileStepNoise robust = StepNoiseOf(steady, "");
+  EXPECT_LT(robust.terms[0].rel_stdev, 0.03);
+  EXPECT_GT(robust.terms[0].rms, 10.0);
 }
 
 TEST(HarnessDeathTest, AnEngineThatDisagreesWithItsShapeAborts) {

@@ -93,6 +93,8 @@ TEST(ValidateCommandTest, RepeatedMeasuredRunsAreAveragedAndKept) {
   const std::vector<std::string> expected_runs = {"measured-1", "measured-2"};
   EXPECT_EQ(validation["runs"]["measured"].get<std::vector<std::string>>(), expected_runs);
   EXPECT_EQ(validation["runs"]["predicted"], "predicted");
+  // The committed cpu.yaml (calibrated before step_noise existed) has no spread to draw from.
+  EXPECT_TRUE(validation["runs"]["predicted_noise"].empty());
   for (const char* name : {"measured-1", "measured-2", "predicted"}) {
     EXPECT_TRUE(fs::exists(out / name / "summary.json")) << name;
     EXPECT_TRUE(fs::exists(out / name / "results.h5")) << name;
@@ -124,6 +126,127 @@ TEST(ValidateCommandTest, RepeatedMeasuredRunsAreAveragedAndKept) {
   EXPECT_EQ(validation["same_plans"]["steps"].get<uint64_t>(),
             first["steps"].get<uint64_t>() + second["steps"].get<uint64_t>());
   fs::remove_all(out);
+}
+
+// cpu.yaml with a step_noise section appended, written under `dir`.
+std::string NoisyProfile(const fs::path& dir) {
+  std::ifstream in(kSource + "/results/profiles/cpu.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string yaml = text.str();
+  if (yaml.find("\nstep_noise:") == std::string::npos) {
+    yaml +=
+        "step_noise:\n  source: measured\n  note: \"test\"\n  steps: 10\n  repetitions: 5\n"
+        "  terms:\n    gemm:\n      rel_stdev: 0.05\n      rms: 0.1\n      p05: -0.05\n      p95: 0.08\n"
+        "      samples: 50\n    decode_attention:\n      rel_stdev: 0.2\n      rms: 0.5\n      p05: -0.2\n"
+        "      p95: 0.3\n      samples: 50\n";
+  }
+  fs::create_directories(dir);
+  const fs::path path = dir / "noisy.yaml";
+  std::ofstream(path) << yaml;
+  return path.string();
+}
+
+// With a profile that has step_noise, --repeat 2 adds two noisy model runs; every metric gets
+// its predicted interval and a verdict; the same-plan steps are written as calibration rows.
+TEST(ValidateCommandTest, NoisyModelRunsGiveEachMetricAnIntervalAndAVerdict) {
+  const fs::path out = fs::path(::testing::TempDir()) / "feather_validate_noisy";
+  fs::remove_all(out);
+  setenv("OMP_WAIT_POLICY", "passive", 1);
+  std::vector<std::string> args = TinyValidateArgs(out / "run", "2");
+  args[3] = NoisyProfile(out);
+  args.push_back("--model-repeat");
+  args.push_back("3");
+  const test::RunResult run = test::RunFeather(args);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json validation = ReadJson(out / "run" / "validation.json");
+  const std::vector<std::string> noisy = {"predicted-noise-1", "predicted-noise-2",
+                                          "predicted-noise-3"};
+  EXPECT_EQ(validation["runs"]["predicted_noise"].get<std::vector<std::string>>(), noisy);
+  std::vector<nlohmann::json> summaries;
+  for (const std::string& name : noisy) {
+    summaries.push_back(ReadJson(out / "run" / name / "summary.json"));
+    EXPECT_EQ(summaries.back()["scenario"]["step_noise"]["enabled"], true) << name;
+  }
+  EXPECT_EQ(ReadJson(out / "run" / "predicted" / "summary.json")["scenario"]["step_noise"]
+                ["enabled"],
+            false);
+  for (const auto& [name, m] : validation["metrics"].items()) {
+    SCOPED_TRACE(name);
+    ASSERT_EQ(m["predicted_runs"].size(), 3u);
+    for (size_t k = 0; k < 3; ++k) {
+      EXPECT_EQ(m["predicted_runs"][k].get<double>(), summaries[k][name].get<double>());
+    }
+    EXPECT_LE(m["predicted_interval"][0].get<double>(), m["predicted_mean"].get<double>());
+    EXPECT_GE(m["predicted_interval"][1].get<double>(), m["predicted_mean"].get<double>());
+    EXPECT_TRUE(m.contains("verdict"));
+  }
+  EXPECT_TRUE(validation["verdict"].contains("pass"));
+  // The noise moves the model's step times: the noisy runs' engine time differs from the point.
+  EXPECT_NE(summaries[0]["throughput_tok_s"], summaries[1]["throughput_tok_s"]);
+
+  const std::string rows = [&] {
+    std::ifstream in(out / "run" / "same-plan-rows.csv");
+    std::stringstream text;
+    text << in.rdbuf();
+    return text.str();
+  }();
+  EXPECT_EQ(static_cast<uint64_t>(std::count(rows.begin(), rows.end(), '\n')),
+            validation["same_plans"]["steps"].get<uint64_t>() + 1);  // + the header
+  EXPECT_EQ(rows.rfind("label,holdout,", 0), 0u);
+  EXPECT_NE(rows.find("\"measured-2 step 1 "), std::string::npos);
+  fs::remove_all(out);
+}
+
+// `feather run` with the step_noise key: off by default; on, the same seed gives the same
+// summary.json and another seed another one; a profile without step_noise is refused (exit 2).
+TEST(ValidateCommandTest, RunStepNoiseIsSeededAndOffByDefault) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "feather_run_noise";
+  fs::remove_all(dir);
+  const std::string profile = NoisyProfile(dir);
+  const auto run = [&](const std::string& name, const std::vector<std::string>& extra) {
+    std::vector<std::string> args = {"run",        kSource + "/scenarios/validation/default.yaml",
+                                     "--out",      (dir / name).string(),
+                                     "--set",      "profile=" + profile,
+                                     "--set",      "model=" + kSource + "/tests/hw/data/cpu-tiny.yaml",
+                                     "--set",      "workload.requests=16",
+                                     "--set",      "serving.kv_cache_blocks=2048",
+                                     "--set",      "scheduler_time=zero",
+                                     "--set",      "engine=model"};
+    for (const std::string& e : extra) {
+      args.push_back("--set");
+      args.push_back(e);
+    }
+    const test::RunResult result = test::RunFeather(args);
+    EXPECT_EQ(result.exit_code, 0) << result.err;
+    nlohmann::json summary = ReadJson(dir / name / "summary.json");
+    summary.erase("provenance");
+    summary.erase("wall_time_s");
+    return summary;
+  };
+  const nlohmann::json plain = run("plain", {});
+  EXPECT_EQ(plain["scenario"]["step_noise"]["enabled"], false);
+  const nlohmann::json a = run("a", {"step_noise.enabled=true", "step_noise.seed=4"});
+  const nlohmann::json b = run("b", {"step_noise.enabled=true", "step_noise.seed=4"});
+  const nlohmann::json c = run("c", {"step_noise.enabled=true", "step_noise.seed=5"});
+  EXPECT_EQ(a, b);
+  EXPECT_NE(a["throughput_tok_s"], c["throughput_tok_s"]);
+  EXPECT_NE(a["throughput_tok_s"], plain["throughput_tok_s"]);
+
+  const test::RunResult refused = test::RunFeather(
+      {"run", kSource + "/scenarios/validation/default.yaml", "--out", (dir / "r").string(),
+       "--set", "profile=" + kSource + "/results/profiles/h100-sxm.yaml", "--set",
+       "engine=model", "--set", "step_noise.enabled=true"});
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_THAT(refused.err, ::testing::HasSubstr("no step_noise section"));
+  // A real engine cannot take it: a problem of the scenario, naming the key.
+  const test::RunResult real = test::RunFeather(
+      {"run", kSource + "/scenarios/validation/default.yaml", "--out", (dir / "r").string(),
+       "--set", "step_noise.enabled=true"});
+  EXPECT_EQ(real.exit_code, 2);
+  EXPECT_THAT(real.err, ::testing::HasSubstr("step_noise.enabled: step-time noise is drawn by "
+                                             "the model engine only"));
+  fs::remove_all(dir);
 }
 
 TEST(ValidateCommandTest, OneRunKeepsTheMeasuredDirectoryName) {

@@ -244,7 +244,7 @@ std::string ReadWhole(const std::string& path) {
 }
 
 // A small profile with every kind of field: awkward strings, numbers that need all 17 digits,
-// integers, tiny and huge values, both calibration sections (one term without holdout rows).
+// integers, tiny and huge values, the three calibration sections (one term without holdout rows).
 DeviceProfile SmallWrittenProfile() {
   DeviceProfile p;
   p.name = "cpu-test";
@@ -282,6 +282,13 @@ DeviceProfile SmallWrittenProfile() {
                {"cascade_prefix", 0.05, std::nullopt, 3, 0},
                {"overhead", 0.1, 0.2, 400, 100}};
   p.fit = fit;
+  ProfileStepNoise noise;
+  noise.note = "repetitions of 3 steps";
+  noise.steps = 3;
+  noise.repetitions = 5;
+  noise.terms = {{"decode_attention", 0.031, 0.25, -0.04, 0.05, 15},
+                 {"overhead", 1.0 / 3, 3.5, -0.5, 2.5, 15}};
+  p.step_noise = noise;
   return p;
 }
 
@@ -430,6 +437,36 @@ TEST(DeviceProfileWriter, FitErrorsNameLineAndKey) {
   ASSERT_EQ(list_problems.size(), 1u) << Render(list_problems);
   EXPECT_EQ(list_problems[0].key, "fit.terms");
   EXPECT_EQ(list_problems[0].line, LineOfText(listed, "terms: [gemm]"));
+}
+
+// step_noise (issue 20): every problem by line and key; an empty term map is valid.
+TEST(DeviceProfileWriter, StepNoiseErrorsNameLineAndKey) {
+  std::string text = GoldenWith("  source: measured\n  note: \"repetitions of 3 steps\"\n",
+                                "  source: guessed\n");
+  text = Replaced(text, "      p95: 0.05\n", "      p95: -0.2\n");
+  text = Replaced(text, "      rel_stdev: 0.33", "      rel_stdev: -0.33");
+  text = Replaced(text, "  repetitions: 5\n", "  repetitions: 0\n");
+  const auto problems = ProblemsOf([&] { (void)ParseDeviceProfile(text, "n.yaml"); });
+  const std::string all = Render(problems);
+  EXPECT_TRUE(Has(problems, LineOfText(text, "source: guessed"), "step_noise.source", "guessed"))
+      << all;
+  // A missing key is reported at the map's first line.
+  EXPECT_TRUE(Has(problems, LineOfText(text, "source: guessed"), "step_noise.note", "missing"))
+      << all;
+  EXPECT_TRUE(Has(problems, LineOfText(text, "p95: -0.2"), "step_noise.terms.decode_attention.p95",
+                  "below p05"))
+      << all;
+  EXPECT_TRUE(Has(problems, LineOfText(text, "rel_stdev: -0.33"),
+                  "step_noise.terms.overhead.rel_stdev", "out of range"))
+      << all;
+  EXPECT_TRUE(Has(problems, LineOfText(text, "repetitions: 0"), "step_noise.repetitions",
+                  "out of range"))
+      << all;
+  EXPECT_EQ(problems.size(), 5u) << all;
+
+  DeviceProfile empty_terms = SmallWrittenProfile();
+  empty_terms.step_noise->terms.clear();
+  EXPECT_EQ(ParseDeviceProfile(DeviceProfileToYaml(empty_terms), "n.yaml"), empty_terms);
 }
 
 TEST(DeviceProfileWriter, FitTermNamesAreTheFittedStepTerms) {
