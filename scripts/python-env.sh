@@ -8,13 +8,15 @@
 # Idempotent: pip runs only when the pins or the interpreter changed since the last run (a stamp
 # file in the venv records both), so a second call takes well under a second. Prints the venv's
 # python on the last line of stdout.
+# $FEATHER_REQUIREMENTS names another pin file (scripts/vllm-conformance.sh: python/requirements-vllm.txt
+# into ~/.cache/feather/venv-vllm).
 # Usage: scripts/python-env.sh
 set -euo pipefail
 
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 venv=${FEATHER_VENV:-$HOME/.cache/feather/venv}
 python=${FEATHER_PYTHON:-python3}
-requirements=$root/python/requirements-dev.txt
+requirements=${FEATHER_REQUIREMENTS:-$root/python/requirements-dev.txt}
 
 log() { echo "python-env: $*" >&2; }
 die() { echo "python-env: error: $*" >&2; exit 1; }
@@ -42,7 +44,7 @@ fi
 stamp=$venv/.feather-requirements
 want=$(sha256sum "$requirements" | cut -d' ' -f1)
 if [[ $(cat "$stamp" 2>/dev/null || true) != "$want" ]]; then
-  log "installing the pins of python/requirements-dev.txt"
+  log "installing the pins of $requirements"
   pip_log=$(mktemp -t feather-python-env.XXXXXX)
   trap 'rm -f "$pip_log"' EXIT
   if ! "$venv/bin/python" -m pip install --disable-pip-version-check -q -r "$requirements" \

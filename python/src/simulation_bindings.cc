@@ -81,8 +81,8 @@ class Simulation {
     std::vector<uint64_t> offsets(n + 1, 0);
     std::vector<int32_t> tokens;
     for (size_t i = 0; i < n; ++i) {
-      const auto prompt = workload_.prompts.Prompt(i);
-      tokens.insert(tokens.end(), prompt.begin(), prompt.end());
+      workload_.prompts.Prompt(i).ForEachPiece(
+          [&](std::span<const Token> piece) { tokens.insert(tokens.end(), piece.begin(), piece.end()); });
       offsets[i + 1] = tokens.size();
     }
     nb::dict d;

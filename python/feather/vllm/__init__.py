@@ -2,5 +2,5 @@
 (``feather.vllm.conformance``).
 
 Importing this package does not import vLLM; its modules do, and need the vLLM environment
-(``scripts/python-env.sh --vllm``).
+(``scripts/vllm-conformance.sh`` creates it).
 """

@@ -292,6 +292,43 @@ def replay(scenario: str, overrides: list[str] | None = None, max_steps: int = 0
                   first_difference=first_difference, differences=differences, detail=detail)
 
 
+def feather_steps(scenario: str, overrides: list[str] | None = None,
+                  max_steps: int = 0) -> list[Step]:
+    """feather's side of a replay alone (no vLLM needed): what check_golden compares."""
+    import feather
+
+    sim = feather.Simulation(scenario, list(overrides or []) + ["scheduler_time=zero"])
+    block = int(sim.serving["block_tokens"])
+    steps: list[Step] = []
+    while max_steps == 0 or len(steps) < max_steps:
+        plan = sim.schedule()
+        if plan is None:
+            break
+        steps.append(Step(scheduled=[(r[0], r[1], r[2]) for r in plan["requests"]],
+                          preempted=list(plan["preempted"]),
+                          common_prefix_blocks=plan["common_prefix_tokens"] // block))
+        sim.complete()
+    return steps
+
+
+def check_golden(scenario: str, golden_path: str) -> tuple[int, int, str]:
+    """Replays SCENARIO through feather alone and compares it with vLLM's recorded side:
+    (equal steps, steps, first difference or "")."""
+    with open(golden_path) as f:
+        header, theirs = read_golden(f.read().splitlines())
+    ours = feather_steps(scenario, header.get("overrides", []))
+    equal = 0
+    first = ""
+    for index, (a, b) in enumerate(zip(ours, theirs)):
+        if a.key() == b.key():
+            equal += 1
+        elif not first:
+            first = f"step {index}: {describe_difference(a, b)}"
+    if len(ours) != len(theirs) and not first:
+        first = f"feather ran {len(ours)} steps, vLLM {len(theirs)}"
+    return equal, max(len(ours), len(theirs)), first
+
+
 # Golden files: vLLM's side of a replay, so that feather's C++ tests check the simulator against
 # vLLM without vLLM installed (tests/sim/serving/vllm_golden_test.cc). JSON lines: a header, then
 # one line per step holding only what a reader cannot infer from the previous step. A request
