@@ -107,7 +107,7 @@ class Simulation {
     nb::list preempted;
     for (const RequestId id : plan_->preempted) preempted.append(id);
     nb::dict d;
-    d["now_ns"] = now_ns_ = simulator_->NowNs();
+    d["now_ns"] = simulator_->NowNs();
     d["scheduler_ns"] = plan_->scheduler_ns;
     d["admitted"] = plan_->admitted;
     d["requests"] = requests;
@@ -134,7 +134,6 @@ class Simulation {
   std::unique_ptr<CandidateSelector> selector_;
   std::unique_ptr<Simulator> simulator_;
   std::optional<SchedulePlan> plan_;
-  int64_t now_ns_ = 0;
 };
 
 }  // namespace

@@ -194,12 +194,19 @@ class Replay:
     detail: str = ""
 
 
-def _vllm_step(scheduler, output, finished_before: set[str]) -> Step:
+def _feather_step(plan: dict[str, Any], block: int) -> Step:
+    """A step as feather.Simulation.schedule() describes it."""
+    return Step(scheduled=[(r[0], r[1], r[2]) for r in plan["requests"]],
+                preempted=list(plan["preempted"]),
+                common_prefix_blocks=plan["common_prefix_tokens"] // block)
+
+
+def _vllm_step(scheduler, output, preempted: list[int]) -> Step:
+    """A step as vLLM scheduled it (its requests already advanced by this step's tokens)."""
     scheduled = []
     for rid, n in output.num_scheduled_tokens.items():
         request = scheduler.requests[rid]
         scheduled.append((int(rid), request.num_computed_tokens - n, n))
-    preempted = sorted(int(r) for r in output.preempted_req_ids)
     return Step(scheduled=scheduled, preempted=preempted,
                 common_prefix_blocks=common_prefix_blocks(scheduler))
 
@@ -261,9 +268,7 @@ def replay(scenario: str, overrides: list[str] | None = None, max_steps: int = 0
             prompt = tokens[offsets[added]:offsets[added + 1]].tolist()
             scheduler.add_request(make_vllm_request(added, prompt, int(outputs[added]), block))
             added += 1
-        ours = Step(scheduled=[(r[0], r[1], r[2]) for r in plan["requests"]],
-                    preempted=list(plan["preempted"]),
-                    common_prefix_blocks=plan["common_prefix_tokens"] // block)
+        ours = _feather_step(plan, block)
         # A preemption that empties vLLM's batch makes an empty step; feather retries the round
         # at the same moment without one. Fold vLLM's empty steps into the next real one.
         preempted: list[int] = []
@@ -273,8 +278,7 @@ def replay(scenario: str, overrides: list[str] | None = None, max_steps: int = 0
             if output.total_num_scheduled_tokens > 0 or not scheduler.has_requests():
                 break
             scheduler.update_from_output(output, model_runner_output(scheduler, output))
-        theirs = _vllm_step(scheduler, output, set())
-        theirs.preempted = preempted
+        theirs = _vllm_step(scheduler, output, preempted)
         before = set(scheduler.requests)
         scheduler.update_from_output(output, model_runner_output(scheduler, output))
         theirs.finished = sorted(int(r) for r in before - set(scheduler.requests))
@@ -304,9 +308,7 @@ def feather_steps(scenario: str, overrides: list[str] | None = None,
         plan = sim.schedule()
         if plan is None:
             break
-        steps.append(Step(scheduled=[(r[0], r[1], r[2]) for r in plan["requests"]],
-                          preempted=list(plan["preempted"]),
-                          common_prefix_blocks=plan["common_prefix_tokens"] // block))
+        steps.append(_feather_step(plan, block))
         sim.complete()
     return steps
 
