@@ -70,6 +70,7 @@ class Simulation {
     d["prefix_caching"] = s.prefix_caching;
     d["chunked_prefill"] = s.chunked_prefill;
     d["cascade_attention"] = s.cascade_attention;
+    d["reserve_full_sequence"] = s.reserve_full_sequence;
     d["selector"] = scenario_.selector;
     d["stop"] = scenario_.stop;
     d["name"] = scenario_.name;

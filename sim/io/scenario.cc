@@ -419,6 +419,7 @@ void ReadServing(MapReader& root, Scenario& s) {
   m.Bool("prefix_caching", c.prefix_caching);
   m.Bool("chunked_prefill", c.chunked_prefill);
   m.Bool("cascade_attention", c.cascade_attention);
+  m.Bool("reserve_full_sequence", c.reserve_full_sequence);
   m.Real("gpu_memory_utilization", c.gpu_memory_utilization, 0, 1, true);
   m.Integer("kv_cache_blocks", c.kv_cache_blocks, 0, int64_t{1} << 40);
 }
@@ -683,6 +684,7 @@ nlohmann::ordered_json ScenarioToJson(const Scenario& s) {
                {"prefix_caching", c.prefix_caching},
                {"chunked_prefill", c.chunked_prefill},
                {"cascade_attention", c.cascade_attention},
+               {"reserve_full_sequence", c.reserve_full_sequence},
                {"gpu_memory_utilization", c.gpu_memory_utilization},
                {"kv_cache_blocks", c.kv_cache_blocks}};
   return J{{"name", s.name},

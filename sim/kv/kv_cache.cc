@@ -96,6 +96,17 @@ void KvCache::QueuePushBack(uint32_t block) {
   ++free_blocks_;
 }
 
+void KvCache::QueuePushFront(uint32_t block) {
+  links_[block] = Links{kNoBlock, queue_head_};
+  if (queue_head_ == kNoBlock) {
+    queue_tail_ = block;
+  } else {
+    links_[queue_head_].prev = block;
+  }
+  queue_head_ = block;
+  ++free_blocks_;
+}
+
 uint32_t KvCache::QueuePopFront() {
   const uint32_t block = queue_head_;
   FEATHER_DCHECK(block != kNoBlock, "pop from an empty free queue");
@@ -104,7 +115,7 @@ uint32_t KvCache::QueuePopFront() {
 }
 
 bool KvCache::Allocate(RequestId id, ChainView chain, uint32_t prompt_tokens,
-                       uint32_t total_tokens) {
+                       uint32_t total_tokens, uint32_t must_fit_tokens) {
   const uint64_t required = BlocksFor(total_tokens, config_.block_tokens);
   const RequestState* existing = Find(id);
   if (existing != nullptr && existing->table != kNoBlock) {
@@ -142,7 +153,10 @@ bool KvCache::Allocate(RequestId id, ChainView chain, uint32_t prompt_tokens,
   uint64_t evictable_hits = 0;
   for (const uint32_t block : hit_scratch_) evictable_hits += ref_count_[block] == 0 ? 1 : 0;
   const uint64_t needed = required > hits ? required - hits : 0;
-  if (needed + evictable_hits > free_blocks_) return false;
+  // The gate counts the whole sequence's blocks; only the first `total_tokens` are taken now.
+  const uint64_t gated = std::max(required, BlocksFor(must_fit_tokens, config_.block_tokens));
+  const uint64_t gated_needed = gated > hits ? gated - hits : 0;
+  if (gated_needed + evictable_hits > free_blocks_) return false;
 
   if (id >= requests_.size()) requests_.resize(static_cast<size_t>(id) + 1);
   RequestState& state = requests_[id];
@@ -174,6 +188,7 @@ bool KvCache::Allocate(RequestId id, ChainView chain, uint32_t prompt_tokens,
   }
   state.cached_tokens = hits * config_.block_tokens;
   state.marked_blocks = hits;  // already registered under chain[0, hits)
+  state.hashed_blocks = hits;
   return true;
 }
 
@@ -182,14 +197,15 @@ uint32_t KvCache::CachedTokens(RequestId id) const {
   return state == nullptr ? 0 : state->cached_tokens;
 }
 
-void KvCache::RegisterPromptBlocks(RequestId id, ChainView chain, uint32_t through_tokens) {
+void KvCache::CacheBlocks(RequestId id, ChainView chain, uint32_t through_tokens) {
   RequestState* state = id < requests_.size() ? &requests_[id] : nullptr;
   FEATHER_CHECK(state != nullptr && state->table != kNoBlock,
-                "RegisterPromptBlocks on a request without blocks");
+                "CacheBlocks on a request without blocks");
   const std::vector<uint32_t>& table = tables_[state->table];
   const uint32_t full_blocks = through_tokens / config_.block_tokens;
   FEATHER_CHECK(full_blocks <= table.size(), "registered tokens exceed the request's blocks");
   if (!config_.prefix_caching) return;
+  state->hashed_blocks = std::max(state->hashed_blocks, full_blocks);
   const auto limit = static_cast<uint32_t>(std::min<size_t>(full_blocks, chain.size()));
   for (uint32_t i = state->marked_blocks; i < limit; ++i) {
     const uint32_t block = table[i];
@@ -209,8 +225,15 @@ void KvCache::Free(RequestId id) {
   if (id >= requests_.size() || requests_[id].table == kNoBlock) return;
   RequestState& state = requests_[id];
   std::vector<uint32_t>& table = tables_[state.table];
-  // Last block first: the queue tail then holds the shallow blocks, which are evicted last.
-  for (size_t i = table.size(); i-- > 0;) {
+  // Last block first. Unhashed blocks are prepended in that order (vLLM's prepend_n), so the
+  // request's last block ends up at the head: pushing each to the front in table order does it.
+  const size_t hashed = std::min<size_t>(state.hashed_blocks, table.size());
+  for (size_t i = hashed; i < table.size(); ++i) {
+    if (--ref_count_[table[i]] == 0) QueuePushFront(table[i]);
+  }
+  // Hashed blocks are appended, last first: the tail then holds the shallow blocks, which are
+  // evicted last.
+  for (size_t i = hashed; i-- > 0;) {
     if (--ref_count_[table[i]] == 0) QueuePushBack(table[i]);
   }
   table.clear();  // keeps its capacity for the next request
@@ -291,7 +314,8 @@ void KvCache::CheckInvariants() const {
   size_t active = 0;
   for (const RequestState& state : requests_) {
     if (state.table == kNoBlock) {
-      FEATHER_CHECK(state.cached_tokens == 0 && state.marked_blocks == 0,
+      FEATHER_CHECK(state.cached_tokens == 0 && state.marked_blocks == 0 &&
+                        state.hashed_blocks == 0,
                     "unallocated request keeps state");
       continue;
     }
@@ -305,6 +329,10 @@ void KvCache::CheckInvariants() const {
     FEATHER_CHECK(hit_blocks <= table.size(), "hit blocks beyond the table");
     FEATHER_CHECK(hit_blocks <= state.marked_blocks && state.marked_blocks <= table.size(),
                   "registration cursor out of range");
+    FEATHER_CHECK(state.marked_blocks <= state.hashed_blocks || !config_.prefix_caching,
+                  "registered blocks not counted as hashed");
+    FEATHER_CHECK(hit_blocks <= state.hashed_blocks && state.hashed_blocks <= table.size(),
+                  "hashed blocks out of range");
     for (size_t i = 0; i < table.size(); ++i) {
       const uint32_t b = table[i];
       FEATHER_CHECK(b < n, "block id out of range in a table");

@@ -13,13 +13,14 @@
 //     token is computed (vLLM recomputes the last token to get logits);
 //   - a block whose reference count drops to 0 goes to the tail of the free queue but keeps its
 //     hash (it is still a cache hit until reused); a request's blocks are freed last block first,
-//     so deep blocks are evicted before shallow ones;
+//     so deep blocks are evicted before shallow ones; a block that holds no hash (a partial last
+//     block) goes to the head instead and is reused first (vLLM >= 0.32);
 //   - a new block is taken from the head of the free queue; if it still carried a hash, that
 //     cache entry is evicted (counted in evictions()).
 // Reference counts also give vLLM's batch-wide common prefix: the leading blocks of any running
 // request whose reference count equals the number of running requests.
 //
-// Complexity: Lookup O(hit blocks); Allocate O(new blocks + hit blocks); RegisterPromptBlocks
+// Complexity: Lookup O(hit blocks); Allocate O(new blocks + hit blocks); CacheBlocks
 // O(newly registered blocks); Free O(blocks of the request); CommonPrefixBlocks O(common
 // blocks); all with O(1) expected hash probes. No allocation at steady state once the hash
 // index, the request array and the recycled per-request tables have grown to their peak.
@@ -58,23 +59,38 @@ class KvCache {
   // call, its leading cached blocks (as LookupCachedTokens with `chain` and `prompt_tokens`)
   // are shared first (all of them, even if `total_tokens` needs fewer). Returns false, changing
   // nothing, when the free queue cannot supply the new blocks. `chain` must stay the same across
-  // calls for one request.
+  // calls for one request (a preempted request's chain may grow: see CacheBlocks).
+  // `must_fit_tokens` (first call only; 0 = none) is vLLM's full-sequence admission gate
+  // (allocate_slots' full_sequence_must_fit): the call also fails unless the blocks of that many
+  // tokens, less the hit, fit in the free queue, although only `total_tokens` are allocated.
   [[nodiscard]] bool Allocate(RequestId id, ChainView chain, uint32_t prompt_tokens,
-                              uint32_t total_tokens);
+                              uint32_t total_tokens, uint32_t must_fit_tokens = 0);
   // Tokens the request's first Allocate found cached (0 before it).
   [[nodiscard]] uint32_t CachedTokens(RequestId id) const;
-  // Registers the request's full prompt blocks among its first `through_tokens` tokens under
-  // their chain hashes. Call when those tokens are scheduled, as vLLM v1's allocate_slots does:
+  // vLLM v1's cache_blocks: the request's full blocks among its first `through_tokens` tokens
+  // now hold a block hash. Call when those tokens are scheduled, as vLLM's allocate_slots does:
   // the simulator passes the tokens computed by the end of the step being scheduled, so a request
-  // admitted later in that step already hits them. Each block is considered once (a per-request
-  // cursor, as vLLM's num_cached_block): a block whose hash another block already holds (two
-  // requests computed the same prefix concurrently) stays unregistered, the existing registration
-  // wins, so NumCachedBlocks counts distinct hashes. (vLLM's BlockPool does not de-duplicate: it
-  // keeps both copies under the hash, hits the older, counts both as cached and their reuse as
-  // evictions, and the hash stays a hit while either survives.) `through_tokens` must not
+  // admitted later in that step already hits them. Two effects:
+  //   - the blocks that `chain` covers are registered under their chain hashes, so later
+  //     lookups hit them: the prompt's blocks, and for a preempted request its output blocks too
+  //     (the simulator extends its chain over them, as vLLM hashes generated tokens like prompt
+  //     ones, so a resumed request hits its own output while those blocks survive);
+  //   - every full block counts as hashed for Free, even past the chain (output blocks of a
+  //     request that is never preempted: no one can hit them, but vLLM keeps them as cache
+  //     entries at the free queue's tail, not at its head).
+  // Each block is registered once (a per-request cursor, as vLLM's num_cached_block): a block
+  // whose hash another block already holds (two requests computed the same prefix concurrently)
+  // stays unregistered, the existing registration wins, so NumCachedBlocks counts distinct
+  // hashes. (vLLM's BlockPool does not de-duplicate: it keeps both copies under the hash, hits
+  // the older, counts both as cached and their reuse as evictions, and the hash stays a hit while
+  // either survives; both copies go to the free queue's tail, as here.) `through_tokens` must not
   // exceed the tokens the request's table covers.
-  void RegisterPromptBlocks(RequestId id, ChainView chain, uint32_t through_tokens);
-  // Releases every block of the request (finish, or preemption by recompute).
+  void CacheBlocks(RequestId id, ChainView chain, uint32_t through_tokens);
+  // Releases every block of the request (finish, or preemption by recompute), last block
+  // first, as vLLM >= 0.32's BlockPool.free_blocks: blocks that hold a hash (hits and full blocks
+  // passed to CacheBlocks; none without prefix caching) go to the free queue's tail, where they
+  // stay cache hits longest and the shallow ones are evicted last; the others (a partial last
+  // block, blocks allocated ahead of their tokens) go to its head, to be reused first.
   void Free(RequestId id);
 
   [[nodiscard]] std::span<const uint32_t> BlockTable(RequestId id) const;
@@ -109,6 +125,7 @@ class KvCache {
     uint32_t table = kNoBlock;   // index into tables_, kNoBlock when not allocated
     uint32_t cached_tokens = 0;  // hit found by the first Allocate
     uint32_t marked_blocks = 0;  // leading blocks already considered for registration
+    uint32_t hashed_blocks = 0;  // leading blocks vLLM would hold a block hash for
   };
   // Free-queue links of one block (kNoBlock = none); meaningful only while its ref count is 0.
   struct Links {
@@ -120,6 +137,7 @@ class KvCache {
   [[nodiscard]] uint32_t HitBlocks(ChainView chain, uint32_t prompt_tokens) const;
   void QueueUnlink(uint32_t block);
   void QueuePushBack(uint32_t block);
+  void QueuePushFront(uint32_t block);
   [[nodiscard]] uint32_t QueuePopFront();
 
   KvCacheConfig config_;

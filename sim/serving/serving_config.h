@@ -19,6 +19,11 @@ struct ServingConfig {
   bool prefix_caching = true;
   bool chunked_prefill = true;
   bool cascade_attention = true;  // vLLM's cascade (shared-prefix) attention; off = flash-decoding only
+  // Admission gate of vLLM >= 0.32 (--scheduler-reserve-full-isl, on by default): a waiting or
+  // preempted request is admitted only if the KV blocks of its whole known sequence (prompt, plus
+  // the output a resumed request already has), less its prefix-cache hit, fit in the free pool,
+  // not just the blocks of its first chunk. Off = older vLLM, which checks the chunk alone.
+  bool reserve_full_sequence = true;
   double gpu_memory_utilization = 0.9;  // share of device memory for weights + KV
   uint64_t kv_cache_blocks = 0;         // 0 = sized from the model and the device profile
   // Time in the stop policies' reward: the whole step (the authors' "batch size / batch

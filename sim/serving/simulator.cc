@@ -185,6 +185,7 @@ std::optional<UnservableRequest> Simulator::UnservableOnArrival(RequestId id) co
 
 void Simulator::Reject(const UnservableRequest& rejected) {
   state_[rejected.id].phase = Phase::kRejected;
+  ReleaseResumeChain(rejected.id);
   unservable_.push_back(rejected);
   ++rejected_;
 }
@@ -203,8 +204,51 @@ void Simulator::DeliverArrivals() {
   }
 }
 
+void Simulator::CacheOutputBlocks(RequestId id) {
+  RequestState& s = state_[id];
+  const uint32_t block = config_.block_tokens;
+  const ChainView chain = ChainOf(id);
+  const uint32_t full_blocks = s.computed_tokens / block;
+  if (full_blocks <= chain.size()) return;  // nothing computed past the chain's blocks
+  uint32_t r = s.resume_chain;
+  if (r == kNoChain) {
+    if (free_resume_chains_.empty()) {
+      r = static_cast<uint32_t>(resume_chains_.size());
+      resume_chains_.emplace_back();
+    } else {
+      r = free_resume_chains_.back();
+      free_resume_chains_.pop_back();
+    }
+    resume_chains_[r].resize(chain.size());
+    chain.CopyTo(resume_chains_[r].data());
+    s.resume_chain = r;
+  }
+  std::vector<PrefixHash>& extended = resume_chains_[r];
+  // The tokens of the new blocks: the prompt's up to its end (the block that straddles it mixes
+  // both), then output positions.
+  const PromptView prompt = workload_.prompts.Prompt(id);
+  output_tokens_scratch_.clear();
+  for (uint64_t pos = uint64_t{extended.size()} * block; pos < uint64_t{full_blocks} * block;
+       ++pos) {
+    output_tokens_scratch_.push_back(pos < prompt.size() ? prompt[pos] : kOutputToken);
+  }
+  const PrefixHash parent = extended.empty() ? BlockHashConfig{}.seed : extended.back();
+  BlockHashTable::ExtendChain(parent, PromptView(std::span<const Token>(output_tokens_scratch_)),
+                              block, extended);
+  kv_.CacheBlocks(id, ChainOf(id), s.computed_tokens);
+}
+
+void Simulator::ReleaseResumeChain(RequestId id) {
+  RequestState& s = state_[id];
+  if (s.resume_chain == kNoChain) return;
+  resume_chains_[s.resume_chain].clear();
+  free_resume_chains_.push_back(s.resume_chain);
+  s.resume_chain = kNoChain;
+}
+
 void Simulator::Preempt(RequestId victim) {
   RequestState& s = state_[victim];
+  if (config_.prefix_caching) CacheOutputBlocks(victim);
   kv_.Free(victim);
   s.computed_tokens = 0;
   s.new_tokens = 0;
@@ -252,10 +296,11 @@ void Simulator::RegisterScheduledBlocks(RequestId id, uint32_t new_tokens) {
   // KV of a layer before prefill attention of that layer reads any (hw/cpu_engine.cc); and a
   // request scheduled this step is never preempted later in it (victims come from the back of
   // running_, not yet scheduled).
+  // Every step, decode too: a full output block holds a hash in vLLM (freed to the queue's
+  // tail, not its head) although the prompt chain does not cover it; a resumed request's chain
+  // covers the output blocks it had (CacheOutputBlocks), registered again as it recomputes them.
   const RequestState& s = state_[id];
-  if (s.computed_tokens < s.prompt_tokens) {
-    kv_.RegisterPromptBlocks(id, ChainOf(id), s.computed_tokens + new_tokens);
-  }
+  kv_.CacheBlocks(id, ChainOf(id), s.computed_tokens + new_tokens);
 }
 
 void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
@@ -295,7 +340,11 @@ void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
       // waste the engine (every policy of the paper admits into an empty batch anyway).
       if (decision == StopDecision::kStop && !running_.empty()) break;
     }
-    if (!kv_.Allocate(id, ChainOf(id), sequence, cached + n)) break;  // KV pool full
+    // KV pool full, or (vLLM >= 0.32's gate) the whole known sequence would not fit.
+    if (!kv_.Allocate(id, ChainOf(id), sequence, cached + n,
+                      config_.reserve_full_sequence ? sequence : 0)) {
+      break;
+    }
     Timed([&] { selector_.Admit(id); });
     if (records_.requests[id].preemptions == 0) admitted_prompt_tokens_ += s.prompt_tokens;
     s.phase = Phase::kRunning;
@@ -359,6 +408,7 @@ void Simulator::FlushGapRun(uint32_t next_bits) const {
 void Simulator::FinishRequest(RequestId id) {
   RequestState& s = state_[id];
   kv_.Free(id);
+  ReleaseResumeChain(id);
   Timed([&] { selector_.OnFinish(id); });
   s.phase = Phase::kFinished;
   records_.requests[id].finish_ns = now_ns_;

@@ -133,6 +133,11 @@ class Simulator {
 
  private:
   enum class Phase : uint8_t { kNotArrived, kWaiting, kRunning, kFinished, kRejected };
+  static constexpr uint32_t kNoChain = 0xffffffffu;
+  // The token an output position holds when a chain is extended over it. feather's outputs carry
+  // no content; one constant token makes equal sequences continue equally, as greedy decoding
+  // does (and as the conformance harness, which samples one fixed token, does in vLLM).
+  static constexpr Token kOutputToken = 0;
 
   struct RequestState {
     uint32_t prompt_tokens = 0;
@@ -143,6 +148,8 @@ class Simulator {
     uint32_t cached_blocks = 0;    // prefix-cache hit of the current admission, in blocks
     int64_t last_token_ns = -1;
     Phase phase = Phase::kNotArrived;
+    // Index into resume_chains_ once the request was preempted past its prompt, else kNoChain.
+    uint32_t resume_chain = kNoChain;
     [[nodiscard]] uint32_t SequenceTokens() const { return prompt_tokens + generated; }
     // This step's work is one decode token (else a prefill chunk, which may end in a token).
     [[nodiscard]] bool DecodesThisStep() const {
@@ -155,8 +162,8 @@ class Simulator {
   bool ScheduleRunning(uint32_t& budget_tokens);
   void AdmitWaiting(uint32_t& budget_tokens);
   void Preempt(RequestId victim);
-  // Registers the prompt blocks a request's scheduled tokens fill (vLLM v1 caches them when it
-  // allocates them, not after the step), so a request scheduled later in the same step hits them.
+  // Caches the blocks a request's scheduled tokens fill (vLLM v1 caches them when it allocates
+  // them, not after the step), so a request scheduled later in the same step hits them.
   void RegisterScheduledBlocks(RequestId id, uint32_t new_tokens);
   // The reason a request arriving now can never be served, if any (arrival-time checks).
   [[nodiscard]] std::optional<UnservableRequest> UnservableOnArrival(RequestId id) const;
@@ -174,7 +181,17 @@ class Simulator {
   [[nodiscard]] int64_t RewardStepNs(const BatchPlan& plan, const StepTiming& timing,
                                      int64_t decode_ns) const;
   void FinishRequest(RequestId id);
-  [[nodiscard]] ChainView ChainOf(RequestId id) const { return chains_.ChainOf(id); }
+  // The request's block-hash chain: its prompt's, or after a preemption past the prompt, its
+  // resume chain (the prompt's, continued over the output blocks it had computed).
+  [[nodiscard]] ChainView ChainOf(RequestId id) const {
+    const uint32_t r = state_[id].resume_chain;
+    return r == kNoChain ? chains_.ChainOf(id) : ChainView(resume_chains_[r]);
+  }
+  // Before a preemption frees the victim's blocks: extends its chain over the full blocks of
+  // output it computed and registers them, as vLLM v1 caches generated-token blocks, so the
+  // resumed request hits its own output while those blocks survive in the free queue.
+  void CacheOutputBlocks(RequestId id);
+  void ReleaseResumeChain(RequestId id);
   [[nodiscard]] RunSummary Summarize() const;
 
   // Timed calls into the selector and policy (charged under kMeasured).
@@ -190,6 +207,11 @@ class Simulator {
 
   std::vector<RequestState> state_;
   PromptChains chains_;  // every prompt's block-hash chain, shared heads' hashes stored once
+  // Resume chains of preempted requests (prompt chain + output blocks), recycled through a free
+  // list when their request finishes; only preemption past the prompt allocates here.
+  std::vector<std::vector<PrefixHash>> resume_chains_;
+  std::vector<uint32_t> free_resume_chains_;
+  std::vector<Token> output_tokens_scratch_;
   std::vector<RequestId> running_;       // admission order (victim = back)
   std::vector<RequestId> scratch_ids_;
   std::vector<RequestId> preempted_this_step_;  // SchedulePlan::preempted

@@ -303,7 +303,7 @@ TEST(SyntheticBatchTest, AgreesWithTheServingLoopOnAKvCache) {
                                                     : (uint64_t{id} << 32) + b + 1);
       }
       ASSERT_TRUE(kv.Allocate(id, chain, prompt, prompt + 1));
-      kv.RegisterPromptBlocks(id, chain, prompt);
+      kv.CacheBlocks(id, chain, prompt);
     }
     // BuildPlan's fields, computed as the serving loop computes them.
     uint64_t kv_tokens = 0;

@@ -38,7 +38,7 @@ void BM_ServingStep(benchmark::State& state) {
     const auto prompt_tokens = static_cast<uint32_t>(prompts.Prompt(r.prompt).size());
     benchmark::DoNotOptimize(kv.LookupCachedTokens(chain, prompt_tokens));
     if (kv.Allocate(id, chain, prompt_tokens, prompt_tokens)) {
-      kv.RegisterPromptBlocks(id, chain, prompt_tokens);
+      kv.CacheBlocks(id, chain, prompt_tokens);
       r.total_tokens = prompt_tokens;
     }
   };

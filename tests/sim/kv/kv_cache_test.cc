@@ -48,10 +48,10 @@ TEST(KvCache, HitAfterFinishedRequest) {
   EXPECT_EQ(Table(kv, 0), (Blocks{0, 1, 2, 3, 4}));
   EXPECT_EQ(kv.CachedTokens(0), 0u);
   // Computed tokens register only full prompt blocks within them.
-  kv.RegisterPromptBlocks(0, chain, 40);
+  kv.CacheBlocks(0, chain, 40);
   EXPECT_EQ(kv.NumCachedBlocks(), 2u);
   EXPECT_EQ(kv.LookupCachedTokens(chain, 70), 32u);
-  kv.RegisterPromptBlocks(0, chain, 70);
+  kv.CacheBlocks(0, chain, 70);
   EXPECT_EQ(kv.NumCachedBlocks(), 4u);
   EXPECT_FALSE(kv.IsRegistered(4));  // the partial last block is never hashed
   kv.Free(0);
@@ -75,7 +75,7 @@ TEST(KvCache, HitIsCappedSoThatOneTokenIsComputed) {
   KvCache kv(KvCacheConfig{16, 8, true});
   const std::vector<PrefixHash> chain = {1, 2, 3, 4};
   ASSERT_TRUE(kv.Allocate(0, chain, 64, 64));
-  kv.RegisterPromptBlocks(0, chain, 64);
+  kv.CacheBlocks(0, chain, 64);
   EXPECT_EQ(kv.LookupCachedTokens(chain, 64), 48u);  // (64 - 1) / 16 = 3 blocks
   EXPECT_EQ(kv.LookupCachedTokens(chain, 65), 64u);
   EXPECT_EQ(kv.LookupCachedTokens(chain, 17), 16u);
@@ -95,7 +95,7 @@ TEST(KvCache, FreedBlocksGoToTheTailDeepestFirstAndAreEvictedInThatOrder) {
   KvCache kv(KvCacheConfig{16, 6, true});
   const std::vector<PrefixHash> a = {1, 2, 3, 4};
   ASSERT_TRUE(kv.Allocate(0, a, 64, 64));
-  kv.RegisterPromptBlocks(0, a, 64);
+  kv.CacheBlocks(0, a, 64);
   kv.Free(0);
   // Last block first: deep blocks sit nearer the head, so they are evicted first.
   EXPECT_EQ(kv.FreeQueue(), (Blocks{4, 5, 3, 2, 1, 0}));
@@ -114,7 +114,7 @@ TEST(KvCache, HitBlocksAreTouchedOutOfTheFreeQueue) {
   KvCache kv(KvCacheConfig{16, 6, true});
   const std::vector<PrefixHash> a = {1, 2, 3};
   ASSERT_TRUE(kv.Allocate(0, a, 48, 48));
-  kv.RegisterPromptBlocks(0, a, 48);
+  kv.CacheBlocks(0, a, 48);
   kv.Free(0);
   EXPECT_EQ(kv.FreeQueue(), (Blocks{3, 4, 5, 2, 1, 0}));
   // A request sharing the first two blocks touches them (out of the queue, ref 1), then takes
@@ -140,10 +140,11 @@ TEST(KvCache, HitBlockAtTheQueueHeadIsNotEvictedByItsOwnAllocation) {
   KvCache kv(KvCacheConfig{16, 2, true});
   const std::vector<PrefixHash> a = {1};
   ASSERT_TRUE(kv.Allocate(0, a, 20, 20));
-  kv.RegisterPromptBlocks(0, a, 20);
+  kv.CacheBlocks(0, a, 20);
   kv.Free(0);
   EXPECT_EQ(kv.FreeQueue(), (Blocks{1, 0}));
   ASSERT_TRUE(kv.Allocate(1, kNoChain, 16, 16));  // takes block 1: block 0 is now the head
+  kv.CacheBlocks(1, kNoChain, 16);  // a full block: hashed, so freed to the tail
   kv.Free(1);
   EXPECT_EQ(kv.FreeQueue(), (Blocks{0, 1}));
   ASSERT_TRUE(kv.Allocate(2, a, 20, 20));
@@ -157,7 +158,7 @@ TEST(KvCache, AllocateFailureChangesNothing) {
   KvCache kv(KvCacheConfig{16, 4, true});
   const std::vector<PrefixHash> a = {1, 2};
   ASSERT_TRUE(kv.Allocate(0, a, 40, 40));  // 3 blocks
-  kv.RegisterPromptBlocks(0, a, 40);
+  kv.CacheBlocks(0, a, 40);
   kv.Free(0);
   const Blocks queue = kv.FreeQueue();
   // Needs 2 hits + 3 new = 5 blocks; the two hits are in the queue, so 5 > 4.
@@ -183,7 +184,7 @@ TEST(KvCache, RunningHitsDoNotCountAgainstTheFreeQueue) {
   KvCache kv(KvCacheConfig{16, 5, true});
   const std::vector<PrefixHash> a = {1, 2};
   ASSERT_TRUE(kv.Allocate(0, a, 40, 40));  // blocks 0,1,2
-  kv.RegisterPromptBlocks(0, a, 40);
+  kv.CacheBlocks(0, a, 40);
   EXPECT_EQ(kv.NumFreeBlocks(), 2u);
   ASSERT_TRUE(kv.Allocate(1, a, 64, 64));  // 2 shared + 2 new = exactly the queue
   EXPECT_EQ(kv.NumFreeBlocks(), 0u);
@@ -213,8 +214,8 @@ TEST(KvCache, DuplicateRegistrationKeepsTheExistingBlock) {
   ASSERT_TRUE(kv.Allocate(1, a, 40, 40));
   EXPECT_EQ(Table(kv, 0), (Blocks{0, 1, 2}));
   EXPECT_EQ(Table(kv, 1), (Blocks{3, 4, 5}));
-  kv.RegisterPromptBlocks(1, a, 40);
-  kv.RegisterPromptBlocks(0, a, 40);
+  kv.CacheBlocks(1, a, 40);
+  kv.CacheBlocks(0, a, 40);
   EXPECT_EQ(kv.FindCachedBlock(1), 3u);
   EXPECT_EQ(kv.FindCachedBlock(2), 4u);
   EXPECT_FALSE(kv.IsRegistered(0));
@@ -222,12 +223,12 @@ TEST(KvCache, DuplicateRegistrationKeepsTheExistingBlock) {
   EXPECT_EQ(kv.NumCachedBlocks(), 2u);
   kv.CheckInvariants();
   // The duplicate is considered once: even after the registered copy is evicted, request 0's
-  // blocks are not registered by a repeated RegisterPromptBlocks (vLLM's per-request cursor).
+  // blocks are not registered by a repeated CacheBlocks (vLLM's per-request cursor).
   kv.Free(1);
   ASSERT_TRUE(kv.Allocate(2, kNoChain, 80, 80));  // takes every free block: evicts 3 and 4
   EXPECT_EQ(kv.evictions(), 2u);
   EXPECT_EQ(kv.NumCachedBlocks(), 0u);
-  kv.RegisterPromptBlocks(0, a, 40);
+  kv.CacheBlocks(0, a, 40);
   EXPECT_EQ(kv.NumCachedBlocks(), 0u);
   // Freed unregistered blocks are plain free blocks: reusing them evicts nothing.
   kv.Free(0);
@@ -241,13 +242,15 @@ TEST(KvCache, PrefixCachingOffNeverHits) {
   KvCache kv(KvCacheConfig{16, 8, false});
   const std::vector<PrefixHash> a = {1, 2, 3};
   ASSERT_TRUE(kv.Allocate(0, a, 50, 50));
-  kv.RegisterPromptBlocks(0, a, 50);
+  kv.CacheBlocks(0, a, 50);
   EXPECT_EQ(kv.NumCachedBlocks(), 0u);
   EXPECT_EQ(kv.LookupCachedTokens(a, 50), 0u);
   kv.Free(0);
   ASSERT_TRUE(kv.Allocate(1, a, 50, 50));
   EXPECT_EQ(kv.CachedTokens(1), 0u);
-  EXPECT_EQ(Table(kv, 1), (Blocks{4, 5, 6, 7}));  // fresh blocks, none reused as a hit
+  // None reused as a hit; without hashes every freed block went to the queue's head, the last
+  // first, and is reused first (vLLM's LIFO reuse of uncached blocks).
+  EXPECT_EQ(Table(kv, 1), (Blocks{3, 2, 1, 0}));
   EXPECT_EQ(kv.evictions(), 0u);
   kv.CheckInvariants();
 }
@@ -256,7 +259,7 @@ TEST(KvCache, CommonPrefixBlocksHomogeneousAndMixed) {
   KvCache kv(KvCacheConfig{16, 32, true});
   const std::vector<PrefixHash> shared = {1, 2, 3, 4};
   ASSERT_TRUE(kv.Allocate(0, shared, 80, 80));
-  kv.RegisterPromptBlocks(0, shared, 80);
+  kv.CacheBlocks(0, shared, 80);
   ASSERT_TRUE(kv.Allocate(1, shared, 80, 80));
   ASSERT_TRUE(kv.Allocate(2, shared, 80, 80));
   // All three share 4 blocks (hit cap: 79 / 16 = 4); their 5th blocks are private.
@@ -277,14 +280,50 @@ TEST(KvCache, PreemptedRequestHitsItsOwnBlocksOnReadmission) {
   KvCache kv(KvCacheConfig{16, 8, true});
   const std::vector<PrefixHash> a = {1, 2};
   ASSERT_TRUE(kv.Allocate(5, a, 40, 40));
-  kv.RegisterPromptBlocks(5, a, 40);
+  kv.CacheBlocks(5, a, 40);
   kv.Free(5);  // preemption by recompute
   EXPECT_FALSE(kv.IsAllocated(5));
   EXPECT_EQ(kv.CachedTokens(5), 0u);
   kv.Free(5);  // freeing again is harmless
   ASSERT_TRUE(kv.Allocate(5, a, 40, 45));
   EXPECT_EQ(kv.CachedTokens(5), 32u);
-  EXPECT_EQ(Table(kv, 5), (Blocks{0, 1, 3}));
+  // The partial block 2 held no hash: freed to the head, it is the first new block again.
+  EXPECT_EQ(Table(kv, 5), (Blocks{0, 1, 2}));
+  kv.CheckInvariants();
+}
+
+TEST(KvCache, FreeSendsHashedBlocksToTheTailAndOthersToTheHead) {
+  KvCache kv(KvCacheConfig{16, 6, true});
+  const std::vector<PrefixHash> a = {1, 2};
+  ASSERT_TRUE(kv.Allocate(0, a, 40, 60));  // blocks 0-3: 2 prompt blocks, a partial, one ahead
+  kv.CacheBlocks(0, a, 40);                 // blocks 0, 1 hashed
+  kv.Free(0);
+  // Unhashed 3, 2 prepended last first; hashed 1, 0 appended last first.
+  EXPECT_EQ(kv.FreeQueue(), (Blocks{3, 2, 4, 5, 1, 0}));
+  // A full output block past the chain counts as hashed although nothing can hit it.
+  ASSERT_TRUE(kv.Allocate(1, a, 40, 48));  // hits 0, 1; takes the head, 3
+  EXPECT_EQ(Table(kv, 1), (Blocks{0, 1, 3}));
+  kv.CacheBlocks(1, a, 48);
+  EXPECT_EQ(kv.NumCachedBlocks(), 2u);
+  kv.Free(1);
+  EXPECT_EQ(kv.FreeQueue(), (Blocks{2, 4, 5, 3, 1, 0}));
+  kv.CheckInvariants();
+}
+
+TEST(KvCache, FullSequenceGateRefusesWhatOnlyTheFirstChunkWouldFit) {
+  KvCache kv(KvCacheConfig{16, 4, true});
+  const std::vector<PrefixHash> a = {1, 2, 3, 4};
+  // A 64-token prompt's first 16-token chunk fits, the whole sequence plus one block does not.
+  EXPECT_FALSE(kv.Allocate(0, a, 64, 16, 80));
+  EXPECT_FALSE(kv.IsAllocated(0));
+  EXPECT_EQ(kv.NumFreeBlocks(), 4u);
+  ASSERT_TRUE(kv.Allocate(0, a, 64, 16, 64));  // exactly fits: one block taken now
+  EXPECT_EQ(Table(kv, 0).size(), 1u);
+  kv.CacheBlocks(0, a, 16);
+  kv.Free(0);
+  // With its first block a hit, the gate counts the hit as free-queue capacity it removes.
+  EXPECT_EQ(kv.LookupCachedTokens(a, 64), 16u);
+  EXPECT_TRUE(kv.Allocate(1, a, 64, 32, 64));
   kv.CheckInvariants();
 }
 
@@ -307,7 +346,7 @@ TEST(KvCache, RealChainsOfGroupedPromptsShareTheirPrefixBlocks) {
   for (size_t i = 0; i < prompts.size(); ++i)
     chains.push_back(hasher.ComputeChain(prompts.Prompt(i)));
   ASSERT_TRUE(kv.Allocate(0, chains[0], 130, 130));
-  kv.RegisterPromptBlocks(0, chains[0], 130);
+  kv.CacheBlocks(0, chains[0], 130);
   EXPECT_EQ(kv.LookupCachedTokens(chains[2], 130), 96u);  // same group
   EXPECT_EQ(kv.LookupCachedTokens(chains[1], 130), 0u);   // other group
   ASSERT_TRUE(kv.Allocate(2, chains[2], 130, 130));
@@ -323,7 +362,7 @@ TEST(KvCache, SteadyChurnDoesNotGrowMemory) {
     const RequestId id = round % 16;
     kv.Free(id);
     ASSERT_TRUE(kv.Allocate(id, a, 130, 130));
-    kv.RegisterPromptBlocks(id, a, 130);
+    kv.CacheBlocks(id, a, 130);
     for (uint32_t total = 131; total <= 300; ++total) ASSERT_TRUE(kv.Allocate(id, a, 130, total));
     if (round == 50) warm_bytes = kv.MemoryBytes();
   }
@@ -332,17 +371,17 @@ TEST(KvCache, SteadyChurnDoesNotGrowMemory) {
   kv.CheckInvariants();
 }
 
-TEST(KvCacheDeathTest, RegisterPromptBlocksWithoutBlocksAborts) {
+TEST(KvCacheDeathTest, CacheBlocksWithoutBlocksAborts) {
   KvCache kv(KvCacheConfig{16, 4, true});
   const std::vector<PrefixHash> a = {1};
-  EXPECT_DEATH(kv.RegisterPromptBlocks(0, a, 16), "without blocks");
+  EXPECT_DEATH(kv.CacheBlocks(0, a, 16), "without blocks");
 }
 
-TEST(KvCacheDeathTest, RegisterPromptBlocksBeyondTheTableAborts) {
+TEST(KvCacheDeathTest, CacheBlocksBeyondTheTableAborts) {
   KvCache kv(KvCacheConfig{16, 4, true});
   const std::vector<PrefixHash> a = {1, 2};
   ASSERT_TRUE(kv.Allocate(0, a, 32, 16));
-  EXPECT_DEATH(kv.RegisterPromptBlocks(0, a, 32), "exceed");
+  EXPECT_DEATH(kv.CacheBlocks(0, a, 32), "exceed");
 }
 
 TEST(KvCacheDeathTest, BadConfigAndBlockIdsAbort) {
@@ -371,8 +410,9 @@ class ReferenceKv {
   }
 
   bool Allocate(RequestId id, const std::vector<PrefixHash>& chain, uint32_t prompt,
-                uint32_t total) {
+                uint32_t total, uint32_t must_fit = 0) {
     const size_t required = (size_t{total} + block_tokens_ - 1) / block_tokens_;
+    const size_t gate = (size_t{must_fit} + block_tokens_ - 1) / block_tokens_;
     auto it = requests_.find(id);
     if (it != requests_.end()) {
       Request& r = it->second;
@@ -389,7 +429,8 @@ class ReferenceKv {
       if (blocks_[hit_blocks.back()].ref == 0) ++in_queue;
     }
     const size_t fresh = required > hits ? required - hits : 0;
-    if (fresh + in_queue > queue_.size()) return false;
+    const size_t gated = std::max(required, gate) > hits ? std::max(required, gate) - hits : 0;
+    if (gated + in_queue > queue_.size()) return false;
     Request& r = requests_[id];
     for (const uint32_t b : hit_blocks) {
       if (blocks_[b].ref == 0) queue_.erase(std::find(queue_.begin(), queue_.end(), b));
@@ -399,12 +440,14 @@ class ReferenceKv {
     for (size_t i = 0; i < fresh; ++i) r.table.push_back(TakeHead());
     r.cached = hits * block_tokens_;
     r.cursor = hits;
+    r.hashed = hits;
     return true;
   }
 
-  void RegisterPromptBlocks(RequestId id, const std::vector<PrefixHash>& chain, uint32_t computed) {
+  void CacheBlocks(RequestId id, const std::vector<PrefixHash>& chain, uint32_t computed) {
     Request& r = requests_.at(id);
     if (!prefix_caching_) return;
+    r.hashed = std::max<size_t>(r.hashed, computed / block_tokens_);
     const size_t limit = std::min<size_t>(computed / block_tokens_, chain.size());
     for (size_t i = r.cursor; i < limit; ++i) {
       Block& blk = blocks_[r.table[i]];
@@ -419,10 +462,19 @@ class ReferenceKv {
   void Free(RequestId id) {
     auto it = requests_.find(id);
     if (it == requests_.end()) return;
+    // vLLM's free_blocks: walk the table last block first; blocks without a hash go to the
+    // front (in walk order), hashed ones to the back.
     const std::vector<uint32_t>& table = it->second.table;
+    std::vector<uint32_t> front;
     for (size_t i = table.size(); i-- > 0;) {
-      if (--blocks_[table[i]].ref == 0) queue_.push_back(table[i]);
+      if (--blocks_[table[i]].ref != 0) continue;
+      if (i < it->second.hashed) {
+        queue_.push_back(table[i]);
+      } else {
+        front.push_back(table[i]);
+      }
     }
+    queue_.insert(queue_.begin(), front.begin(), front.end());
     requests_.erase(it);
   }
 
@@ -471,6 +523,7 @@ class ReferenceKv {
     std::vector<uint32_t> table;
     uint32_t cached = 0;
     size_t cursor = 0;
+    size_t hashed = 0;  // leading blocks holding a hash
   };
 
   uint32_t TakeHead() {
@@ -577,8 +630,13 @@ void RunDifferential(uint64_t seed, uint32_t ops, DifferentialStats& stats) {
         r.total_tokens = how < 6   ? len
                          : how < 9 ? cached + static_cast<uint32_t>(1 + rng.Uniform(len - cached))
                                    : 0;
-        const bool ok = kv.Allocate(id, r.chain, len, r.total_tokens);
-        ASSERT_EQ(ok, ref.Allocate(id, r.chain, len, r.total_tokens));
+        // Half the starts pass vLLM's full-sequence gate: the prompt plus up to 3 blocks.
+        const uint32_t must_fit =
+            rng.Uniform(2) == 0
+                ? 0
+                : len + static_cast<uint32_t>(rng.Uniform(uint64_t{block_tokens} * 3 + 1));
+        const bool ok = kv.Allocate(id, r.chain, len, r.total_tokens, must_fit);
+        ASSERT_EQ(ok, ref.Allocate(id, r.chain, len, r.total_tokens, must_fit));
         ++stats.allocations;
         if (ok) {
           stats.hits += cached > 0 ? 1 : 0;
@@ -606,8 +664,8 @@ void RunDifferential(uint64_t seed, uint32_t ops, DifferentialStats& stats) {
         const auto covered = static_cast<uint32_t>(kv.BlockTable(id).size()) * block_tokens;
         const uint32_t computed =
             rng.Uniform(3) == 0 ? static_cast<uint32_t>(rng.Uniform(covered + 1)) : covered;
-        kv.RegisterPromptBlocks(id, r.chain, computed);
-        ref.RegisterPromptBlocks(id, r.chain, computed);
+        kv.CacheBlocks(id, r.chain, computed);
+        ref.CacheBlocks(id, r.chain, computed);
       } else {
         kv.Free(id);
         ref.Free(id);
