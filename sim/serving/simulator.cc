@@ -299,7 +299,11 @@ void Simulator::RegisterScheduledBlocks(RequestId id, uint32_t new_tokens) {
   // Every step, decode too: a full output block holds a hash in vLLM (freed to the queue's
   // tail, not its head) although the prompt chain does not cover it; a resumed request's chain
   // covers the output blocks it had (CacheOutputBlocks), registered again as it recomputes them.
+  // No block fills this step (15 decode steps in 16): nothing to do, as every earlier step's
+  // blocks (or, just admitted, the hit) were passed already.
   const RequestState& s = state_[id];
+  const uint32_t block = config_.block_tokens;
+  if ((s.computed_tokens + new_tokens) / block == s.computed_tokens / block) return;
   kv_.CacheBlocks(id, ChainOf(id), s.computed_tokens + new_tokens);
 }
 
