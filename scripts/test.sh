@@ -2,7 +2,8 @@
 # test.sh: installs what is missing, builds the release preset and runs every test with ctest,
 # then the Python API's tests: the venv (scripts/python-env.sh) is made or updated first, the
 # release tree builds the extension too (FEATHER_BUILD_PYTHON, one build for C++ and Python), and
-# pytest runs tests/python against build/release/python.
+# pytest runs tests/python against build/release/python; then the tests that need vLLM run in
+# the vLLM environment (python/requirements-vllm.txt, ~/.cache/feather/venv-vllm).
 # With --asan, or when CI=true, it also builds the asan preset (ASan+UBSan) and runs every test
 # there. With --fuzz, or when CI=true, it also runs every libFuzzer target for a short smoke time
 # (scripts/fuzz.sh, clang; FUZZ_SECONDS each, default 15). Exits non-zero when anything fails;
@@ -69,6 +70,26 @@ if [[ ${python_args[0]} == -DFEATHER_BUILD_PYTHON=ON ]]; then
   else
     echo "test.sh: Python tests FAILED" >&2
     failed+=(python)
+  fi
+fi
+
+# The tests that run vLLM's own Scheduler (tests/python/test_vllm_*.py: conformance, the
+# scheduler plugin) in the vLLM environment: ~/.cache/feather/venv-vllm (or $FEATHER_VLLM_VENV),
+# outside the repository and kept between runs; pins in python/requirements-vllm.txt. The first
+# run installs it (about 7 GB, 4 minutes); later runs reuse it in under a second.
+if [[ ${python_args[0]} == -DFEATHER_BUILD_PYTHON=ON ]]; then
+  phase_start=$SECONDS
+  echo "test.sh: running the vLLM tests (pytest tests/python/test_vllm_*.py in the vLLM environment)"
+  if vllm_python=$(FEATHER_VENV=${FEATHER_VLLM_VENV:-$HOME/.cache/feather/venv-vllm} \
+      FEATHER_REQUIREMENTS="$root/python/requirements-vllm.txt" bash scripts/python-env.sh | tail -n 1) &&
+    # Importable from outside any source tree, or every vLLM test would skip and pass vacuously.
+    (cd / && VLLM_TARGET_DEVICE=cpu "$vllm_python" -c 'import vllm.v1.core.sched.scheduler') &&
+    PYTHONPATH="$root/build/release/python" FEATHER_BINARY="$root/build/release/feather" \
+      "$vllm_python" -m pytest -q -p no:cacheprovider "$root"/tests/python/test_vllm_*.py; then
+    echo "test.sh: vLLM tests passed in $((SECONDS - phase_start)) s"
+  else
+    echo "test.sh: vLLM tests FAILED (or the vLLM environment could not be made)" >&2
+    failed+=(vllm)
   fi
 fi
 
