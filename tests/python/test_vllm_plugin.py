@@ -51,6 +51,9 @@ def test_plugin_decides_as_feathers_simulator(name, policy):
     result = plugin_check.replay_plugin(str(WORKLOADS / f"{name}.yaml"))
     assert result.first_difference is None, f"step {result.first_difference}: {result.detail}"
     assert len(result.vllm) >= 2000
+    # Chosen to avoid the two known differences of feather's vLLM model (no preemption; vLLM's
+    # full-sequence admission gate, left on, never binds in a pool this large).
+    assert not any(step.preempted for step in result.vllm)
     scheduler = result.scheduler
     assert scheduler.policy.name() == policy
     assert scheduler.stats.stops >= 100  # the policy really closes batches
