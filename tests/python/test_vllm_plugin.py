@@ -65,6 +65,15 @@ def test_plugin_decides_as_feathers_simulator(name, policy):
     assert not queue._ids and len(queue._free_ids) == queue._next_id
 
 
+def test_fcfs_selector_under_a_policy_decides_as_feathers_simulator():
+    # vLLM's own order, gated by the bandit (no prefix signal: its state is b and the waiting
+    # count). The policy must be asked once per proposal, not again by peek_request.
+    result = plugin_check.replay_plugin(str(WORKLOADS / "radix-bandit.yaml"),
+                                        ["scheduler.selector=fcfs"], max_steps=600)
+    assert result.first_difference is None, f"step {result.first_difference}: {result.detail}"
+    assert len(result.vllm) == 600 and result.scheduler.stats.stops > 0
+
+
 def test_plain_vllm_scheduler_is_told_apart():
     # The comparison can fail: vLLM's own FCFS scheduler on the same workload differs early.
     from vllm.v1.core.sched.scheduler import Scheduler
@@ -123,6 +132,9 @@ def test_config_from_file_and_environment(tmp_path):
                                             "FEATHER_SELECTOR": "fcfs"})
     assert (config.selector, config.policy) == ("fcfs", "heuristic")
     assert PluginConfig.from_environment({}).policy == "heuristic"
+    path.write_text("state_bins: fine\n")
+    with pytest.raises(ValueError, match="state_bins 'fine'"):
+        PluginConfig.from_environment({"FEATHER_VLLM_CONFIG": str(path)})
     path.write_text("selector: lpm\n")
     with pytest.raises(ValueError, match="selector 'lpm'"):
         PluginConfig.from_environment({"FEATHER_VLLM_CONFIG": str(path)})

@@ -147,6 +147,9 @@ class PluginConfig:
         return config
 
     def validate(self) -> None:
+        if self.state_bins not in ("authors", "exponential"):
+            raise ValueError(f"feather plugin: state_bins '{self.state_bins}' is not authors or "
+                             f"exponential")
         if self.selector not in SELECTORS:
             raise ValueError(f"feather plugin: selector '{self.selector}' is not one of "
                              f"{list(SELECTORS)} (the plugin drives vLLM's queue; feather's other "
@@ -301,6 +304,12 @@ class GatedFcfsRequestQueue(FCFSRequestQueue):
 
     def has_waiting(self) -> bool:
         return super().__len__() > 0
+
+    def peek_request(self) -> Request:
+        # FCFSRequestQueue's asks `if not self`, which would ask the policy a second time.
+        if not self.has_waiting():
+            raise IndexError("peek from an empty queue")
+        return self[0]
 
     def forget(self, request: Request) -> None:
         pass  # FCFS keeps nothing about running requests
