@@ -5,20 +5,26 @@
 # pytest runs tests/python against build/release/python.
 # With --asan, or when CI=true, it also builds the asan preset (ASan+UBSan) and runs every test
 # there. With --fuzz, or when CI=true, it also runs every libFuzzer target for a short smoke time
-# (scripts/fuzz.sh, clang; FUZZ_SECONDS each, default 15). Exits non-zero when anything fails;
-# every phase runs even if an earlier one fails.
-# Usage: scripts/test.sh [--asan] [--fuzz]
+# (scripts/fuzz.sh, clang; FUZZ_SECONDS each, default 15). With --vllm, or when CI=true, it also
+# runs the tests that need vLLM (tests/python/test_vllm_*.py: the vLLM plugin inside vLLM's real
+# Scheduler, the live conformance replay) in the vLLM environment, made or updated first from
+# python/requirements-vllm.txt in ~/.cache/feather/venv-vllm ($FEATHER_VLLM_VENV; about 7 GB and
+# 4 minutes the first time, cached outside the repository after that). Exits non-zero when
+# anything fails; every phase runs even if an earlier one fails.
+# Usage: scripts/test.sh [--asan] [--fuzz] [--vllm]
 set -euo pipefail
 
 asan=false
 fuzz=false
-[[ ${CI:-} == true ]] && asan=true && fuzz=true
+vllm=false
+[[ ${CI:-} == true ]] && asan=true && fuzz=true && vllm=true
 for arg in "$@"; do
   case $arg in
     --asan) asan=true ;;
     --fuzz) fuzz=true ;;
+    --vllm) vllm=true ;;
     -h | --help)
-      echo "usage: scripts/test.sh [--asan] [--fuzz]   (CI=true implies both)"
+      echo "usage: scripts/test.sh [--asan] [--fuzz] [--vllm]   (CI=true implies all three)"
       exit 0
       ;;
     *)
@@ -69,6 +75,21 @@ if [[ ${python_args[0]} == -DFEATHER_BUILD_PYTHON=ON ]]; then
   else
     echo "test.sh: Python tests FAILED" >&2
     failed+=(python)
+  fi
+fi
+
+if [[ $vllm == true && ${python_args[0]} == -DFEATHER_BUILD_PYTHON=ON ]]; then
+  phase_start=$SECONDS
+  echo "test.sh: running the vLLM tests (tests/python/test_vllm_*.py)"
+  if vllm_python=$(FEATHER_VENV=${FEATHER_VLLM_VENV:-$HOME/.cache/feather/venv-vllm} \
+      FEATHER_REQUIREMENTS="$root/python/requirements-vllm.txt" bash scripts/python-env.sh |
+      tail -n 1) &&
+    (cd /tmp && PYTHONPATH="$root/build/release/python" VLLM_TARGET_DEVICE=cpu \
+      "$vllm_python" -m pytest -q -p no:cacheprovider "$root"/tests/python/test_vllm_*.py); then
+    echo "test.sh: vLLM tests passed in $((SECONDS - phase_start)) s"
+  else
+    echo "test.sh: vLLM tests FAILED" >&2
+    failed+=(vllm)
   fi
 fi
 
