@@ -12,7 +12,8 @@ changed, both without patching vLLM:
    re-hashed; each ``BlockHash`` (bytes) becomes a 64-bit key by its first 8 bytes read
    little-endian (``block_key``), and ``ChunkedHashTree.insert_blocks`` folds the keys into
    cumulative 64-bit chunk hashes. One chunk = one vLLM block (``chunk_tokens`` = the block size).
-   A prompt's trailing partial block has no vLLM hash and is not in the tree.
+   A prompt's trailing partial block has no vLLM hash and is not in the tree (feather's
+   simulator does chunk it; ``PluginConfig.partial_block`` keys it too, as a diagnostic).
 2. **Admission is gated by a feather stop policy, through the queue.** vLLM has no admission hook.
    Its admission loop (``Scheduler.schedule``, "Next, schedule the WAITING requests") asks
    ``if not request_queue`` (the queue's ``__bool__``) once per iteration, right after its token
