@@ -349,6 +349,9 @@ class FeatherScheduler(Scheduler):
         self.stats = PluginStats()
         self.last_feedback: feather.StepFeedback | None = None  # the latest reward's input
         hash_block = kwargs.get("hash_block_size") or self.block_size
+        if config.selector == "cht" and not self.cache_config.enable_prefix_caching:
+            logger.warning("feather scheduler: prefix caching is off, so vLLM computes no block "
+                           "hashes and the CHT sees no shared prefix (its order is FCFS)")
         if config.selector == "cht":
             self.waiting = ChtRequestQueue(hash_block, self._admission_gate,
                                            partial_block=config.partial_block)
