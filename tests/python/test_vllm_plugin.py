@@ -162,6 +162,27 @@ def test_reward_uses_the_measured_step_time():
     assert feedback.batch_size == 1 and feedback.decode_tokens == 1
 
 
+def test_async_scheduling_keeps_one_round_per_executed_step():
+    # vLLM's batch queue (step_with_batch_queue): schedule N, schedule N+1 before N's output,
+    # then N's output. The overlapped call admits nothing and asks nothing.
+    scheduler = _tiny_scheduler(PluginConfig(policy="always"))
+    for i in range(3):
+        scheduler.add_request(conformance.make_vllm_request(i, list(range(1 + i, 65 + i)), 4, 16))
+    first = scheduler.schedule()
+    assert len(first.num_scheduled_tokens) == 3
+    scheduler.add_request(conformance.make_vllm_request(3, list(range(100, 164)), 4, 16))
+    decisions = scheduler.stats.decisions
+    overlapped = scheduler.schedule()
+    assert overlapped.total_num_scheduled_tokens == 0
+    assert scheduler.stats.decisions == decisions and scheduler.stats.overlapped_steps == 1
+    scheduler.update_from_output(first, conformance.model_runner_output(scheduler, first))
+    scheduler.update_from_output(overlapped,
+                                 conformance.model_runner_output(scheduler, overlapped))
+    assert scheduler.stats.rewarded_steps == 1
+    second = scheduler.schedule()
+    assert "3" in second.num_scheduled_tokens and scheduler.stats.decisions > decisions
+
+
 def test_queue_keys_are_vllms_block_hashes():
     scheduler = _tiny_scheduler(PluginConfig(policy="always"))
     shared = list(range(1, 33))

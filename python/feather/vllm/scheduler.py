@@ -56,11 +56,14 @@ default, or ``fcfs``: vLLM's order, still gated by the policy), ``policy`` (a na
 ``save`` (written at shutdown), or ``scenario`` (+ ``overrides``): the stop policy a feather
 scenario configures (``feather.stop_policy_from_scenario``; ``selector`` is still this file's).
 
-Limits: one step in flight at a time. With a batch queue (vLLM's async scheduling, on by default
-in 0.32 for a plain ``Scheduler`` subclass too) the next step is scheduled before the previous
-one's output arrives, so a round begins before the previous round is rewarded and the learning
-policies drop that round's decisions uncredited; serve with ``--no-async-scheduling`` (a warning
-is logged once when overlap is seen). ``kv_holding_waiting`` (requests that already hold KV
+One round per executed step, also under async scheduling. With a batch queue (vLLM's async
+scheduling, on by default in 0.32, also for a plain ``Scheduler`` subclass) the engine calls
+``schedule()`` again before the previous step's output arrives. A plain ``Scheduler`` has nothing
+to give its running requests then (they wait for their sampled token), so such a call could only
+admit waiting requests; the plugin admits none in it (the queue reports empty, the policy is
+not asked), so that no round begins before the previous one is rewarded (a new round would drop
+the learning policies' pending decisions uncredited). The waiting requests are admitted by the
+next call, one (empty) round trip later. ``kv_holding_waiting`` (requests that already hold KV
 blocks: KV-connector loads, streaming-input sessions) keeps vLLM's FCFS order and is not gated.
 A request skipped by vLLM's loop (LoRA limits, pending loads) is popped and prepended again:
 it counts in the CHT's working set for the rest of that step.
@@ -325,7 +328,7 @@ class PluginStats:
     decisions: int = 0
     stops: int = 0  # a Stop that ended admission (not those overruled by an empty batch)
     rewarded_steps: int = 0
-    overlapped_steps: int = 0  # steps scheduled while another was in flight
+    overlapped_steps: int = 0  # schedule() calls while a step was in flight (no admission)
 
 
 class FeatherScheduler(Scheduler):
@@ -401,14 +404,15 @@ class FeatherScheduler(Scheduler):
         return True
 
     def schedule(self, *args: Any, **kwargs: Any):
-        if self._in_flight:
+        # A step in flight (async scheduling): no admission in this call (module comment).
+        overlapped = bool(self._in_flight)
+        if overlapped:
             self.stats.overlapped_steps += 1
             if self.stats.overlapped_steps == 1:
-                logger.warning("feather scheduler: a step was scheduled before the previous "
-                               "one's output arrived (async scheduling); stop-policy rounds "
-                               "overlap and learning policies lose credit. Serve with "
-                               "--no-async-scheduling.")
-        self._forming, self._round_begun, self._stopped = True, False, False
+                logger.info("feather scheduler: async scheduling; waiting requests are admitted "
+                            "only by schedule() calls with no step in flight, one round per "
+                            "executed step")
+        self._forming, self._round_begun, self._stopped = True, False, overlapped
         try:
             output = super().schedule(*args, **kwargs)
         finally:
