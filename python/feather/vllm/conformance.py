@@ -192,6 +192,7 @@ class Replay:
     first_difference: int | None
     differences: int
     detail: str = ""
+    scheduler: Any = None  # vLLM's scheduler after the replay (the plugin's statistics)
 
 
 def _feather_step(plan: dict[str, Any], block: int) -> Step:
@@ -234,14 +235,19 @@ def describe_difference(a: Step, b: Step) -> str:
 
 
 def replay(scenario: str, overrides: list[str] | None = None, max_steps: int = 0,
-           scheduler_cls: Any = None, stop_at_difference: bool = True) -> Replay:
-    """Replays SCENARIO through feather and vLLM in lockstep; see the module comment."""
+           scheduler_cls: Any = None, stop_at_difference: bool = True,
+           vllm_policy: bool = True, on_step_ns: Any = None) -> Replay:
+    """Replays SCENARIO through feather and vLLM in lockstep; see the module comment.
+
+    `vllm_policy` False lifts the FCFS + always requirement, for a `scheduler_cls` that runs the
+    scenario's own selector and policy (feather.vllm.plugin_check); `on_step_ns`, when set, gets
+    feather's time of every step (ns) before vLLM's update_from_output of that step."""
     import feather
 
     overrides = list(overrides or []) + ["scheduler_time=zero"]
     sim = feather.Simulation(scenario, overrides)
     serving = sim.serving
-    if serving["selector"] != "fcfs" or serving["stop"] != "always":
+    if vllm_policy and (serving["selector"] != "fcfs" or serving["stop"] != "always"):
         raise ValueError(f"{scenario}: conformance needs scheduler.selector fcfs and "
                          f"scheduler.stop always (vLLM's own policy), not "
                          f"{serving['selector']} + {serving['stop']}")
@@ -279,10 +285,12 @@ def replay(scenario: str, overrides: list[str] | None = None, max_steps: int = 0
                 break
             scheduler.update_from_output(output, model_runner_output(scheduler, output))
         theirs = _vllm_step(scheduler, output, preempted)
+        step_ns = sim.complete()
+        if on_step_ns is not None:
+            on_step_ns(step_ns)
         before = set(scheduler.requests)
         scheduler.update_from_output(output, model_runner_output(scheduler, output))
         theirs.finished = sorted(int(r) for r in before - set(scheduler.requests))
-        sim.complete()
         feather_steps.append(ours)
         vllm_steps.append(theirs)
         if ours.key() != theirs.key():
@@ -293,7 +301,8 @@ def replay(scenario: str, overrides: list[str] | None = None, max_steps: int = 0
                 if stop_at_difference:
                     break
     return Replay(name=str(serving["name"]), feather=feather_steps, vllm=vllm_steps,
-                  first_difference=first_difference, differences=differences, detail=detail)
+                  first_difference=first_difference, differences=differences, detail=detail,
+                  scheduler=scheduler)
 
 
 def feather_steps(scenario: str, overrides: list[str] | None = None,

@@ -1,0 +1,475 @@
+"""Feather as a vLLM scheduler: ``vllm serve MODEL --scheduler-cls feather.vllm.FeatherScheduler``.
+
+``FeatherScheduler`` is vLLM 0.32's own ``vllm.v1.core.sched.scheduler.Scheduler`` with two things
+changed, both without patching vLLM:
+
+1. **The waiting queue is a Chunked Hash Tree.** ``self.waiting`` is a ``ChtRequestQueue`` (a
+   ``vllm.v1.core.sched.request_queue.RequestQueue``): ``peek_request`` / ``pop_request`` return
+   ``feather.ChunkedHashTree.find_best``'s proposal (the waiting request missing the fewest chunks
+   from the running batch's working set; ties: the earliest inserted) instead of the oldest. A
+   request enters the tree from ``request.block_hashes``, vLLM's own chained hashes of its full
+   16-token blocks (the engine computes them when prefix caching is on, the default): nothing is
+   re-hashed; each ``BlockHash`` (bytes) becomes a 64-bit key by its first 8 bytes read
+   little-endian (``block_key``), and ``ChunkedHashTree.insert_blocks`` folds the keys into
+   cumulative 64-bit chunk hashes. One chunk = one vLLM block (``chunk_tokens`` = the block size).
+   A prompt's trailing partial block has no vLLM hash and is not in the tree (feather's
+   simulator does chunk it; ``PluginConfig.partial_block`` keys it too, as a diagnostic).
+2. **Admission is gated by a feather stop policy, through the queue.** vLLM has no admission hook.
+   Its admission loop (``Scheduler.schedule``, "Next, schedule the WAITING requests") asks
+   ``if not request_queue`` (the queue's ``__bool__``) once per iteration, right after its token
+   budget check and before its ``max_num_seqs`` check, then ``peek_request``, the prefix-cache
+   lookup, ``allocate_slots`` and ``pop_request``. While a ``schedule()`` call runs, the queue's
+   ``__bool__`` asks the policy about the proposal (``StopPolicy.decide`` with the same
+   ``StopContext`` feather's simulator builds: b = running requests, admitted this round, the
+   CHT's prefix signal, waiting count, KV blocks used / total, the candidate's blocks) and answers
+   False ("nothing waits") once the policy says Stop, for the rest of that step. So vLLM's loop
+   ends exactly where feather's BuildBatch does, and nothing in vLLM changes. As in feather's
+   simulator: the policy is not asked when the batch is at ``max_num_seqs`` (``__bool__`` answers
+   True and vLLM's own check stops), an empty batch takes its first candidate whatever the policy
+   says, and a Stop latches until the next step. The round starts (``StopPolicy.begin_round``) at
+   the first question of a step, so a step whose admission loop vLLM skips (a preemption happened)
+   has no round, as in feather.
+
+Finished requests leave the tree in ``_free_request`` (natural finishes and aborts), waiting
+requests that are aborted through ``remove_requests``. A preempted request comes back through
+``prepend_request`` (vLLM's ``_preempt_request``) and is requeued in the tree
+(``ChunkedHashTree.requeue``: active -> waiting, keeping its insertion order for ties), as feather's
+simulator does (``Simulator::Preempt`` -> ``CandidateSelector::OnPreempt`` -> ``Requeue``); it
+keeps the chunks it was inserted with (its prompt), not the blocks of its generated tokens.
+
+The policy's reward (``StopPolicy.on_step_executed``) comes after every non-empty step, in
+``update_from_output``, from a measured step time: the time from the moment the step could start
+on the device (the later of: ``schedule()`` for it returned, the previous step's output arrived) to
+the moment ``update_from_output`` receives its output. That is the engine's time for the step with
+vLLM's own scheduling time left out, which is what feather's reward prices (``StepFeedback.step_ns``
+excludes scheduler time); the interval between consecutive ``schedule()`` calls would add the
+scheduler's own CPU time and output processing. ``step_time_source`` replaces the measurement
+(tests inject feather's modelled step times so decisions are reproducible). The decode-only time
+of a mixed step is not measurable here (``decode_ns`` = -1, "not priced"; ``bandit-delayed`` then
+counts the whole step), so ``scheduler.reward_time: decode-only`` has no effect in the plugin.
+
+Configuration (``PluginConfig``): the file named by ``FEATHER_VLLM_CONFIG`` (YAML or JSON), then
+the variables ``FEATHER_SELECTOR`` and ``FEATHER_POLICY`` on top. Keys: ``selector`` (``cht``, the
+default, or ``fcfs``: vLLM's order, still gated by the policy), ``policy`` (a name of
+``feather.stop_policy_names()``, default ``heuristic``), ``policy_options`` (its knobs, as
+``feather.make_stop_policy``), ``seed``, ``state_bins``, ``load`` (a saved policy), ``learning``,
+``save`` (written at shutdown), or ``scenario`` (+ ``overrides``): the stop policy a feather
+scenario configures (``feather.stop_policy_from_scenario``; ``selector`` is still this file's).
+
+One round per executed step, also under async scheduling. With a batch queue (vLLM's async
+scheduling, on by default in 0.32, also for a plain ``Scheduler`` subclass) the engine calls
+``schedule()`` again before the previous step's output arrives. A plain ``Scheduler`` has nothing
+to give its running requests then (they wait for their sampled token), so such a call could only
+admit waiting requests; the plugin admits none in it (the queue reports empty, the policy is
+not asked), so that no round begins before the previous one is rewarded (a new round would drop
+the learning policies' pending decisions uncredited). The waiting requests are admitted by the
+next call, one (empty) round trip later. ``kv_holding_waiting`` (requests that already hold KV
+blocks: KV-connector loads, streaming-input sessions) keeps vLLM's FCFS order and is not gated.
+A request skipped by vLLM's loop (LoRA limits, pending loads) is popped and prepended again:
+it counts in the CHT's working set for the rest of that step.
+"""
+
+from __future__ import annotations
+
+import array
+import dataclasses
+import hashlib
+import json
+import logging
+import os
+import time
+from collections.abc import Callable, Iterable, Iterator
+from typing import Any
+
+import feather
+from vllm.v1.core.sched.request_queue import FCFSRequestQueue, RequestQueue
+from vllm.v1.core.sched.scheduler import Scheduler
+from vllm.v1.request import Request
+
+logger = logging.getLogger("feather.vllm")
+
+CONFIG_ENV = "FEATHER_VLLM_CONFIG"
+SELECTOR_ENV = "FEATHER_SELECTOR"
+POLICY_ENV = "FEATHER_POLICY"
+SELECTORS = ("cht", "fcfs")
+
+
+def block_key(block_hash: bytes) -> int:
+    """A vLLM BlockHash (bytes of a chained hash) as the tree's 64-bit key: its first 8 bytes."""
+    return int.from_bytes(bytes(block_hash[:8]), "little")
+
+
+@dataclasses.dataclass
+class PluginConfig:
+    """What FeatherScheduler runs: a selector and a stop policy (see the module comment)."""
+
+    selector: str = "cht"
+    policy: str = "heuristic"
+    policy_options: dict[str, Any] = dataclasses.field(default_factory=dict)
+    seed: int = 1
+    state_bins: str = "authors"
+    load: str | None = None
+    learning: bool = True
+    save: str | None = None
+    scenario: str | None = None
+    overrides: list[str] = dataclasses.field(default_factory=list)
+    # A diagnostic, off by default: also key a prompt's trailing partial block (from its
+    # tokens), as feather's simulator chunks prompts; see ChtRequestQueue.keys_of.
+    partial_block: bool = False
+    # Not from files: a ready policy object (tests), and a step-time source replacing the
+    # measurement: called with the SchedulerOutput of the step, returns nanoseconds.
+    policy_object: Any = None
+    step_time_source: Callable[[Any], int] | None = None
+
+    @classmethod
+    def from_environment(cls, environ: dict[str, str] | None = None) -> "PluginConfig":
+        environ = dict(os.environ if environ is None else environ)
+        values: dict[str, Any] = {}
+        path = environ.get(CONFIG_ENV)
+        if path:
+            with open(path) as f:
+                text = f.read()
+            if path.endswith(".json"):
+                values = json.loads(text)
+            else:
+                import yaml
+
+                values = yaml.safe_load(text) or {}
+            if not isinstance(values, dict):
+                raise ValueError(f"{path}: expected a mapping of feather plugin settings")
+        if environ.get(SELECTOR_ENV):
+            values["selector"] = environ[SELECTOR_ENV]
+        if environ.get(POLICY_ENV):
+            values["policy"] = environ[POLICY_ENV]
+        known = {f.name for f in dataclasses.fields(cls)} - {"policy_object", "step_time_source"}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ValueError(f"{path or 'environment'}: unknown feather plugin settings {unknown} "
+                             f"(known: {sorted(known)})")
+        config = cls(**values)
+        config.validate()
+        return config
+
+    def validate(self) -> None:
+        if self.state_bins not in ("authors", "exponential"):
+            raise ValueError(f"feather plugin: state_bins '{self.state_bins}' is not authors or "
+                             f"exponential")
+        if self.selector not in SELECTORS:
+            raise ValueError(f"feather plugin: selector '{self.selector}' is not one of "
+                             f"{list(SELECTORS)} (the plugin drives vLLM's queue; feather's other "
+                             f"selectors have no Python binding)")
+
+    def make_policy(self) -> feather.StopPolicy:
+        if self.policy_object is not None:
+            return self.policy_object
+        if self.scenario:
+            policy = feather.stop_policy_from_scenario(self.scenario, self.overrides)
+        else:
+            policy = feather.make_stop_policy(self.policy, seed=self.seed,
+                                              state_bins=getattr(feather.StateBins,
+                                                                 self.state_bins),
+                                              **self.policy_options)
+            if self.load:
+                policy.load(self.load)
+            policy.learning = self.learning
+        return policy
+
+
+class ChtRequestQueue(RequestQueue):
+    """vLLM's waiting queue as a Chunked Hash Tree; ``__bool__`` is the stop policy's gate.
+
+    Requests get small tree ids (recycled when they leave). ``__iter__`` lists the waiting
+    requests in insertion order (vLLM only iterates for statistics); ``peek_request`` and
+    ``pop_request`` follow ``find_best``. Every operation is the tree's (see ChunkedHashTree).
+    """
+
+    def __init__(self, chunk_tokens: int, gate: Callable[["ChtRequestQueue"], bool],
+                 partial_block: bool = False):
+        self.tree = feather.ChunkedHashTree(chunk_tokens=chunk_tokens)
+        self._gate = gate
+        self._partial_block = partial_block
+        self._ids: dict[str, int] = {}  # vLLM request id -> tree id (waiting or active)
+        self._requests: dict[int, Request] = {}  # tree id -> request
+        self._free_ids: list[int] = []
+        self._next_id = 0
+
+    # The proposal and its prefix signal.
+    def best(self) -> tuple[Request, feather.PrefixSignal] | None:
+        candidate = self.tree.find_best()
+        if candidate is None:
+            return None
+        signal = feather.PrefixSignal(tip_before_chunks=candidate.tip_before,
+                                      tip_after_chunks=candidate.tip_after,
+                                      peers=candidate.peers,
+                                      chunk_tokens=self.tree.chunk_tokens)
+        return self._requests[candidate.request], signal
+
+    def _insert(self, request: Request) -> None:
+        tree_id = self._free_ids.pop() if self._free_ids else self._next_id
+        if tree_id == self._next_id:
+            self._next_id += 1
+        self.tree.insert_blocks(tree_id, self.keys_of(request))
+        self._ids[request.request_id] = tree_id
+        self._requests[tree_id] = request
+
+    def keys_of(self, request: Request) -> list[int]:
+        """The request's chunk keys: its prompt's full blocks, by vLLM's hashes; with
+        `partial_block`, one more key for a trailing partial block, equal for two requests
+        exactly when their prompts are equal (what feather's simulator does)."""
+        block = self.tree.chunk_tokens
+        full = request.num_prompt_tokens // block
+        hashes = request.block_hashes[:full]
+        keys = [block_key(h) for h in hashes]
+        if self._partial_block and request.num_prompt_tokens % block:
+            tail = request.prompt_token_ids[full * block:request.num_prompt_tokens]
+            digest = hashlib.blake2b(bytes(hashes[-1]) if hashes else b"", digest_size=8)
+            digest.update(array.array("q", tail).tobytes())
+            keys.append(int.from_bytes(digest.digest(), "little"))
+        return keys
+
+    def _release(self, request_id: str) -> None:
+        tree_id = self._ids.pop(request_id)
+        del self._requests[tree_id]
+        self._free_ids.append(tree_id)
+
+    def add_request(self, request: Request) -> None:
+        self._insert(request)
+
+    def peek_request(self) -> Request:
+        best = self.best()
+        if best is None:
+            raise IndexError("peek from an empty queue")
+        return best[0]
+
+    def pop_request(self) -> Request:
+        best = self.best()
+        if best is None:
+            raise IndexError("pop from an empty queue")
+        request = best[0]
+        self.tree.add_to_batch(self._ids[request.request_id])
+        return request
+
+    def prepend_request(self, request: Request) -> None:
+        """A preempted request (or one vLLM's loop skipped) back to waiting."""
+        tree_id = self._ids.get(request.request_id)
+        if tree_id is None:
+            self._insert(request)
+        elif self.tree.is_active(tree_id):
+            self.tree.requeue(tree_id)
+
+    def prepend_requests(self, requests: Iterable[Request]) -> None:
+        for request in requests:
+            self.prepend_request(request)
+
+    def remove_request(self, request: Request) -> None:
+        tree_id = self._ids.get(request.request_id)
+        if tree_id is not None and self.tree.is_waiting(tree_id):
+            self.tree.remove(tree_id)
+            self._release(request.request_id)
+
+    def remove_requests(self, requests: Iterable[Request]) -> None:
+        for request in requests:
+            self.remove_request(request)
+
+    def forget(self, request: Request) -> None:
+        """The request finished or was aborted: out of the tree, whatever its state."""
+        tree_id = self._ids.get(request.request_id)
+        if tree_id is None:
+            return
+        if self.tree.is_active(tree_id):
+            self.tree.finish(tree_id)
+        elif self.tree.is_waiting(tree_id):
+            self.tree.remove(tree_id)
+        self._release(request.request_id)
+
+    def has_waiting(self) -> bool:
+        return self.tree.num_waiting() > 0
+
+    def __bool__(self) -> bool:
+        return self._gate(self)
+
+    def __len__(self) -> int:
+        return self.tree.num_waiting()
+
+    def __iter__(self) -> Iterator[Request]:
+        return iter([self._requests[i] for i in sorted(self._requests)
+                     if self.tree.is_waiting(i)])
+
+
+class GatedFcfsRequestQueue(FCFSRequestQueue):
+    """vLLM's FCFS order, with the stop policy's gate in ``__bool__`` (selector ``fcfs``)."""
+
+    def __init__(self, gate: Callable[["GatedFcfsRequestQueue"], bool]):
+        super().__init__()
+        self._gate = gate
+
+    def best(self) -> tuple[Request, None] | None:
+        return (self[0], None) if super().__len__() > 0 else None
+
+    def has_waiting(self) -> bool:
+        return super().__len__() > 0
+
+    def peek_request(self) -> Request:
+        # FCFSRequestQueue's asks `if not self`, which would ask the policy a second time.
+        if not self.has_waiting():
+            raise IndexError("peek from an empty queue")
+        return self[0]
+
+    def forget(self, request: Request) -> None:
+        pass  # FCFS keeps nothing about running requests
+
+    def __bool__(self) -> bool:
+        return self._gate(self)
+
+
+@dataclasses.dataclass
+class PluginStats:
+    rounds: int = 0
+    decisions: int = 0
+    stops: int = 0  # a Stop that ended admission (not those overruled by an empty batch)
+    rewarded_steps: int = 0
+    overlapped_steps: int = 0  # schedule() calls while a step was in flight (no admission)
+
+
+class FeatherScheduler(Scheduler):
+    """vLLM's Scheduler with a CHT waiting queue and a feather stop policy (module comment)."""
+
+    # Set by configured(); None reads the environment (FEATHER_VLLM_CONFIG, ...).
+    feather_config: PluginConfig | None = None
+
+    @classmethod
+    def configured(cls, config: PluginConfig) -> type["FeatherScheduler"]:
+        """A subclass that runs `config` instead of reading the environment."""
+        config.validate()
+        return type(cls.__name__, (cls,), {"feather_config": config})
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        config = self.feather_config or PluginConfig.from_environment()
+        self.plugin_config = config
+        self.policy = config.make_policy()
+        self.step_time_source = config.step_time_source
+        self.stats = PluginStats()
+        self.last_feedback: feather.StepFeedback | None = None  # the latest reward's input
+        hash_block = kwargs.get("hash_block_size") or self.block_size
+        if config.selector == "cht" and not self.cache_config.enable_prefix_caching:
+            logger.warning("feather scheduler: prefix caching is off, so vLLM computes no block "
+                           "hashes and the CHT sees no shared prefix (its order is FCFS)")
+        if config.selector == "cht":
+            self.waiting = ChtRequestQueue(hash_block, self._admission_gate,
+                                           partial_block=config.partial_block)
+        else:
+            self.waiting = GatedFcfsRequestQueue(self._admission_gate)
+        self._forming = False
+        self._round_begun = False
+        self._stopped = False
+        self._running_at_round_start = 0
+        self._pool = self.kv_cache_manager.block_pool
+        self._kv_total_blocks = self._pool.num_gpu_blocks - 1  # block 0 is vLLM's null block
+        # Step timing: schedule() end times of steps in flight, oldest first, and the last output.
+        self._in_flight: list[tuple[int, int]] = []  # (id(scheduler_output), end ns)
+        self._last_output_ns = 0
+        logger.info("feather scheduler: selector %s, policy %s", config.selector,
+                    self.policy.name())
+
+    # The gate (module comment, point 2).
+    def _admission_gate(self, queue: Any) -> bool:
+        if not queue.has_waiting():
+            return False
+        if not self._forming:
+            return True
+        if self._stopped:
+            return False
+        if len(self.running) + self.num_waiting_for_streaming_input >= self.max_num_active_reqs:
+            return True  # vLLM's own max_num_seqs check ends the loop; the policy is not asked
+        if not self._round_begun:
+            self.policy.begin_round()
+            self._round_begun = True
+            self._running_at_round_start = len(self.running)
+            self.stats.rounds += 1
+        request, signal = queue.best()
+        context = feather.StopContext(
+            batch_size=len(self.running),
+            admitted_this_round=len(self.running) - self._running_at_round_start,
+            signal=signal,
+            waiting=len(queue),
+            kv_used_blocks=self._kv_total_blocks - self._pool.get_num_free_blocks(),
+            kv_total_blocks=self._kv_total_blocks,
+            candidate_blocks=-(-request.num_tokens // self.block_size))
+        self.stats.decisions += 1
+        if self.policy.decide(context) == feather.StopDecision.stop and self.running:
+            self._stopped = True
+            self.stats.stops += 1
+            return False
+        return True
+
+    def schedule(self, *args: Any, **kwargs: Any):
+        # A step in flight (async scheduling): no admission in this call (module comment).
+        overlapped = bool(self._in_flight)
+        if overlapped:
+            self.stats.overlapped_steps += 1
+            if self.stats.overlapped_steps == 1:
+                logger.info("feather scheduler: async scheduling; waiting requests are admitted "
+                            "only by schedule() calls with no step in flight, one round per "
+                            "executed step")
+        self._forming, self._round_begun, self._stopped = True, False, overlapped
+        try:
+            output = super().schedule(*args, **kwargs)
+        finally:
+            self._forming = False
+        if output.total_num_scheduled_tokens > 0:
+            self._in_flight.append((id(output), time.monotonic_ns()))
+        return output
+
+    def update_from_output(self, scheduler_output, model_runner_output):
+        arrived_ns = time.monotonic_ns()
+        scheduled = scheduler_output.num_scheduled_tokens
+        feedback = None
+        if scheduler_output.total_num_scheduled_tokens > 0:
+            # Before vLLM appends the sampled tokens: a decode is one new token that reaches
+            # the end of the sequence (feather's DecodesThisStep).
+            decode_requests = 0
+            for rid, n in scheduled.items():
+                request = self.requests.get(rid)
+                if request is not None and n == 1 and request.num_computed_tokens == \
+                        request.num_tokens:
+                    decode_requests += 1
+            index = {rid: i for i, rid in enumerate(model_runner_output.req_ids)}
+            sampled = model_runner_output.sampled_token_ids
+            produced = sum(len(sampled[index[rid]]) for rid in scheduled if rid in index
+                           and index[rid] < len(sampled))
+            step_ns = self._step_ns(scheduler_output, arrived_ns)
+            prefill = decode_requests < len(scheduled)
+            feedback = feather.StepFeedback(
+                batch_size=len(scheduled), decode_tokens=produced, step_ns=step_ns,
+                whole_step_ns=step_ns, decode_requests=decode_requests,
+                decode_ns=(0 if decode_requests == 0 else step_ns if not prefill else -1))
+        outputs = super().update_from_output(scheduler_output, model_runner_output)
+        if feedback is not None:
+            self.policy.on_step_executed(feedback)
+            self.last_feedback = feedback
+            self.stats.rewarded_steps += 1
+        return outputs
+
+    def _step_ns(self, scheduler_output, arrived_ns: int) -> int:
+        scheduled_ns = arrived_ns
+        for i, (key, end_ns) in enumerate(self._in_flight):
+            if key == id(scheduler_output):
+                scheduled_ns = end_ns
+                del self._in_flight[i]
+                break
+        measured = arrived_ns - max(scheduled_ns, self._last_output_ns)
+        self._last_output_ns = arrived_ns
+        if self.step_time_source is not None:
+            return int(self.step_time_source(scheduler_output))
+        return measured
+
+    def _free_request(self, request: Request, *args: Any, **kwargs: Any):
+        self.waiting.forget(request)
+        return super()._free_request(request, *args, **kwargs)
+
+    def shutdown(self) -> None:
+        if self.plugin_config.save:
+            self.policy.save(self.plugin_config.save)
+        logger.info("feather scheduler: %s", self.stats)
+        super().shutdown()
