@@ -40,6 +40,20 @@ struct StopContext {
   uint64_t kv_used_blocks = 0;
   uint64_t kv_total_blocks = 0;
   uint32_t candidate_blocks = 0;
+  // The batch's decode shape and the candidate's effect on it, for policies that predict step
+  // time (mpc; filled only when WantsBatchShape()). The batch = running + admitted this round.
+  uint64_t batch_kv_tokens = 0;             // Σ sequence tokens: KV a decode step would read
+  uint64_t batch_unique_kv_tokens = 0;      // distinct KV tokens held (blocks in use)
+  uint32_t batch_common_prefix_tokens = 0;  // leading tokens every batch request shares
+  uint32_t candidate_tokens = 0;            // the candidate's sequence length
+  uint32_t candidate_cached_tokens = 0;     // its prefix-cache hit
+  uint32_t candidate_common_prefix_tokens = 0;  // what the batch would share with it admitted
+  // The batch's largest prefix group (requests sharing their first 256 tokens, vLLM's cascade
+  // minimum): how many requests, the leading tokens all of them share, and whether the
+  // candidate belongs to it. What the batch would decode like if it kept only that group.
+  uint32_t majority_requests = 0;
+  uint32_t majority_prefix_tokens = 0;
+  bool candidate_in_majority = false;
 };
 
 // What the executed step reports back. Reward = decode throughput = decode_tokens / step time
@@ -61,6 +75,12 @@ struct StepFeedback {
   // Requests that decoded in the step (prefill chunks excluded, also those that sampled their
   // first token); used with decode_ns.
   uint32_t decode_requests = 0;
+  // The step's shape (BatchPlan, StepTiming), for policies that fit step time (mpc).
+  uint64_t prefill_tokens = 0;
+  uint64_t decode_kv_tokens = 0;         // Σ decode requests' context (+1)
+  uint64_t decode_kv_unique_tokens = 0;  // distinct KV tokens behind those reads
+  uint32_t common_prefix_tokens = 0;     // leading tokens all the step's requests share
+  bool cascade_used = false;
 };
 
 class StopPolicy {
@@ -70,6 +90,8 @@ class StopPolicy {
 
   virtual void BeginRound() = 0;
   [[nodiscard]] virtual StopDecision Decide(const StopContext& context) = 0;
+  // Whether Decide reads StopContext's batch shape (the caller may skip computing it).
+  [[nodiscard]] virtual bool WantsBatchShape() const { return false; }
   virtual void OnStepExecuted(const StepFeedback& feedback) = 0;
 
   // Frozen policies act greedily on their tables and never update them.

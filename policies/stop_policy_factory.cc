@@ -8,14 +8,15 @@
 #include "policies/bandit_policy.h"
 #include "policies/dynamic_batching_policy.h"
 #include "policies/heuristic_policy.h"
+#include "policies/mpc_policy.h"
 #include "policies/qlearning_policy.h"
 
 namespace feather {
 namespace {
 
-constexpr std::array<std::string_view, 7> kNames = {
-    "always",           "heuristic",      "bandit",        "qlearning",
-    "dynamic-batching", "bandit-authors", "bandit-delayed"};
+constexpr std::array<std::string_view, 8> kNames = {
+    "always",           "heuristic",      "bandit",         "qlearning",
+    "dynamic-batching", "bandit-authors", "bandit-delayed", "mpc"};
 
 }  // namespace
 
@@ -26,6 +27,7 @@ std::vector<std::string> StopPolicyOptionErrors(std::string_view name, const Sto
   if (name == "bandit" || name == "bandit-delayed") return ConfigProblems(o.bandit);
   if (name == "qlearning") return ConfigProblems(o.qlearning);
   if (name == "dynamic-batching") return ConfigProblems(o.dynamic_batching);
+  if (name == "mpc") return ConfigProblems(o.mpc);
   return {};
 }
 
@@ -59,6 +61,7 @@ std::unique_ptr<StopPolicy> MakeStopPolicy(std::string_view name,
   if (name == "dynamic-batching") {
     return std::make_unique<DynamicBatchingPolicy>(options.dynamic_batching);
   }
+  if (name == "mpc") return std::make_unique<MpcPolicy>(options.mpc);
   std::string valid;
   for (std::string_view n : kNames) valid += (valid.empty() ? "" : ", ") + std::string(n);
   throw std::invalid_argument("unknown stop policy '" + std::string(name) + "' (valid: " + valid +

@@ -19,6 +19,7 @@
 #include "policies/bandit_policy.h"
 #include "policies/dynamic_batching_policy.h"
 #include "policies/heuristic_policy.h"
+#include "policies/mpc_policy.h"
 #include "policies/policy_state.h"
 #include "policies/qlearning_policy.h"
 #include "policies/stop_policy.h"
@@ -34,6 +35,7 @@ struct StopPolicyOptions {
   BanditConfig bandit;                         // UCB
   QLearningConfig qlearning;
   DynamicBatchingConfig dynamic_batching;
+  MpcConfig mpc;
 };
 
 [[nodiscard]] std::span<const std::string_view> StopPolicyNames();

@@ -19,6 +19,7 @@
 #include "policies/bandit_policy.h"
 #include "policies/config_fields.h"
 #include "policies/dynamic_batching_policy.h"
+#include "policies/mpc_policy.h"
 #include "policies/heuristic_policy.h"
 #include "policies/policy_state.h"
 #include "policies/qlearning_policy.h"
@@ -378,6 +379,40 @@ void LoadDynamic(DynamicBatchingPolicy& policy, Reader& r, const Json& options, 
   if (r.problems().empty()) policy.Restore(c, fit);
 }
 
+// Fixed-length arrays of finite numbers: state.fit.<key>.
+template <size_t N>
+void LoadNumbers(Reader& r, const Json& fit, std::string_view key, std::array<double, N>& out) {
+  const Json* a = r.Array(fit, key, "state.fit");
+  if (a == nullptr) return;
+  const std::string path = "state.fit." + std::string(key);
+  if (a->size() != N) {
+    r.Problem(path, "expected " + std::to_string(N) + " numbers, got " + std::to_string(a->size()));
+    return;
+  }
+  for (size_t i = 0; i < N; ++i) {
+    const Json& v = (*a)[i];
+    if (!v.is_number() || !std::isfinite(v.get<double>())) {
+      r.Problem(path + "[" + std::to_string(i) + "]", "expected a finite number");
+      return;
+    }
+    out[i] = v.get<double>();
+  }
+}
+
+void LoadMpc(MpcPolicy& policy, Reader& r, const Json& options, const Json& state) {
+  MpcConfig c;
+  LoadOptions(r, options, c);
+  DecodeTimeFit fit;
+  if (const Json* f = r.Object(state, "fit", "state")) {
+    LoadNumbers(r, *f, "xtx", fit.xtx);
+    LoadNumbers(r, *f, "xty", fit.xty);
+    fit.steps = r.Number(*f, "steps", "state.fit", 0.0, std::numeric_limits<double>::max(),
+                         "finite and >= 0");
+    fit.observed = r.Unsigned(*f, "observed", "state.fit");
+  }
+  if (r.problems().empty()) policy.Restore(c, fit);
+}
+
 }  // namespace
 
 std::string StopPolicyToJson(const StopPolicy& policy) {
@@ -407,6 +442,15 @@ std::string StopPolicyToJson(const StopPolicy& policy) {
     fit["nt_sum"] = f.nt_sum;
     fit["min_batch_seen"] = f.min_batch_seen;
     fit["max_batch_seen"] = f.max_batch_seen;
+    state["fit"] = std::move(fit);
+  } else if (const auto* m = dynamic_cast<const MpcPolicy*>(&policy)) {
+    SaveOptions(m->config(), options);
+    const DecodeTimeFit& f = m->fit();
+    Json fit;
+    fit["xtx"] = f.xtx;
+    fit["xty"] = f.xty;
+    fit["steps"] = f.steps;
+    fit["observed"] = f.observed;
     state["fit"] = std::move(fit);
   } else {
     throw std::runtime_error("cannot save stop policy '" + std::string(policy.Name()) +
@@ -475,6 +519,8 @@ void StopPolicyFromJson(StopPolicy& policy, std::string_view text, const std::st
     LoadQLearning(*q, r, *options, *state);
   } else if (auto* d = dynamic_cast<DynamicBatchingPolicy*>(&policy)) {
     LoadDynamic(*d, r, *options, *state);
+  } else if (auto* m = dynamic_cast<MpcPolicy*>(&policy)) {
+    LoadMpc(*m, r, *options, *state);
   } else {
     throw std::runtime_error(source + ": cannot load into stop policy '" +
                              std::string(policy.Name()) +

@@ -47,6 +47,8 @@ bool WithConfig(StopPolicyOptions& options, std::string_view name, Fn&& fn) {
     fn(options.qlearning);
   } else if (name == "dynamic-batching") {
     fn(options.dynamic_batching);
+  } else if (name == "mpc") {
+    fn(options.mpc);
   } else {
     return false;
   }
@@ -193,7 +195,7 @@ void BindStopPolicies(nb::module_& m) {
       "on_step_executed(feedback) rewards every decision since begin_round(). Make one with "
       "feather.make_stop_policy.")
       .def("name", [](const StopPolicy& p) { return std::string(p.Name()); },
-           "The policy's scenario name (always, heuristic, bandit, qlearning, dynamic-batching, bandit-authors, bandit-delayed).")
+           "The policy's scenario name (always, heuristic, bandit, qlearning, dynamic-batching, bandit-authors, bandit-delayed, mpc).")
       .def("begin_round", &StopPolicy::BeginRound, "Starts forming a batch.")
       .def("decide", &StopPolicy::Decide, "context"_a,
            "Add or stop for one proposal (cheap: learning happens in on_step_executed).")

@@ -406,6 +406,7 @@ void ReadScheduler(MapReader& root, Scenario& s, const std::string& base_dir) {
   ReadPolicyConfig(m, o.bandit);
   ReadPolicyConfig(m, o.qlearning);
   ReadPolicyConfig(m, o.dynamic_batching);
+  ReadPolicyConfig(m, o.mpc);
 }
 
 void ReadServing(MapReader& root, Scenario& s) {
@@ -676,7 +677,8 @@ nlohmann::ordered_json ScenarioToJson(const Scenario& s) {
                      {"state_bins", NameOf(kStateBins, o.state_bins)},
                      {BanditConfig::kSection, PolicyConfigJson(o.bandit)},
                      {QLearningConfig::kSection, PolicyConfigJson(o.qlearning)},
-                     {DynamicBatchingConfig::kSection, PolicyConfigJson(o.dynamic_batching)}});
+                     {DynamicBatchingConfig::kSection, PolicyConfigJson(o.dynamic_batching)},
+                     {MpcConfig::kSection, PolicyConfigJson(o.mpc)}});
   const ServingConfig& c = s.serving;
   J serving = {{"max_num_batched_tokens", c.max_num_batched_tokens},
                {"max_num_seqs", c.max_num_seqs},

@@ -307,11 +307,81 @@ void Simulator::RegisterScheduledBlocks(RequestId id, uint32_t new_tokens) {
   kv_.CacheBlocks(id, ChainOf(id), s.computed_tokens + new_tokens);
 }
 
+std::optional<PrefixHash> Simulator::GroupKey(RequestId id) const {
+  const ChainView chain = ChainOf(id);
+  const uint32_t depth = (kGroupTokens + config_.block_tokens - 1) / config_.block_tokens;
+  if (depth == 0 || chain.size() < depth) return std::nullopt;
+  return chain[depth - 1];
+}
+
+void Simulator::AddToGroups(RequestId id, BatchGroups& groups) {
+  const std::optional<PrefixHash> key = GroupKey(id);
+  if (!key) return;
+  uint32_t& count = *group_counts_.Insert(*key, 0).first;
+  ++count;
+  const uint32_t block = config_.block_tokens;
+  if (groups.member != kNoRequest && *key == groups.majority) {
+    // One more member: the group's shared prefix can only shrink to what this one shares.
+    const ChainView own = ChainOf(id);
+    const ChainView first = ChainOf(groups.member);
+    const size_t limit = std::min<size_t>({groups.majority_prefix_tokens / block, own.size(),
+                                           first.size()});
+    size_t shared = 0;
+    while (shared < limit && own[shared] == first[shared]) ++shared;
+    groups.majority_prefix_tokens = static_cast<uint32_t>(shared) * block;
+    groups.majority_requests = count;
+  } else if (count > groups.majority_requests) {
+    // A new majority: its shared prefix from the physical blocks all its running members hold.
+    groups.majority = *key;
+    groups.majority_requests = count;
+    groups.member = id;
+    const std::span<const uint32_t> table = kv_.BlockTable(id);
+    const size_t full = std::min<size_t>(table.size(), ChainOf(id).size());
+    size_t shared = 0;
+    while (shared < full && kv_.RefCount(table[shared]) >= count) ++shared;
+    groups.majority_prefix_tokens = static_cast<uint32_t>(shared) * block;
+  }
+}
+
+uint32_t Simulator::SharedPrefixTokens(RequestId id, uint32_t cached_tokens,
+                                       uint32_t batch_prefix_tokens) const {
+  const uint32_t block = config_.block_tokens;
+  const ChainView own = ChainOf(id);
+  if (batch_prefix_tokens == kNoPrefix) {
+    // The first request: the batch would share all its full blocks.
+    return static_cast<uint32_t>(own.size()) * block;
+  }
+  // Blocks the candidate would share physically: its cache hit, as far as it follows the front
+  // request's chain (equal chain hashes name the same registered block).
+  const ChainView front = ChainOf(running_.front());
+  const size_t limit = std::min<size_t>({batch_prefix_tokens / block, cached_tokens / block,
+                                         own.size(), front.size()});
+  size_t shared = 0;
+  while (shared < limit && own[shared] == front[shared]) ++shared;
+  return static_cast<uint32_t>(shared) * block;
+}
+
 void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
   Timed([&] {
     selector_.BeginRound();
     policy_.BeginRound();
   });
+  // The batch's decode shape, for a policy that predicts step time: KV tokens a decode step of
+  // the running batch reads, and the leading tokens all of it shares (kNoPrefix: empty batch).
+  const bool shape = policy_.WantsBatchShape();
+  uint64_t batch_kv_tokens = 0;
+  uint32_t batch_prefix_tokens = kNoPrefix;
+  BatchGroups groups;
+  if (shape) group_counts_.Clear();
+  if (shape && !running_.empty()) {
+    for (const RequestId id : running_) {
+      batch_kv_tokens += state_[id].SequenceTokens();
+      AddToGroups(id, groups);
+    }
+    batch_prefix_tokens =
+        kv_.CommonPrefixBlocks(running_.front(), static_cast<uint32_t>(running_.size())) *
+        config_.block_tokens;
+  }
   while (running_.size() < config_.max_num_seqs && budget_tokens > 0) {
     const std::optional<Candidate> candidate = Timed([&] { return selector_.Next(); });
     if (!candidate) break;
@@ -330,6 +400,7 @@ void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
     const uint32_t need = sequence - cached;
     if (!config_.chunked_prefill && need > budget_tokens) break;
     const uint32_t n = std::min(need, budget_tokens);
+    uint32_t prefix_after = 0;  // the batch's common prefix with the candidate admitted
     {
       StopContext context;
       context.batch_size = static_cast<uint32_t>(running_.size());
@@ -339,6 +410,21 @@ void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
       context.kv_used_blocks = kv_.NumUsedBlocks();
       context.kv_total_blocks = kv_.num_blocks();
       context.candidate_blocks = (sequence + config_.block_tokens - 1) / config_.block_tokens;
+      if (shape) {
+        prefix_after = SharedPrefixTokens(id, cached, batch_prefix_tokens);
+        context.batch_kv_tokens = batch_kv_tokens;
+        context.batch_unique_kv_tokens = kv_.NumUsedBlocks() * config_.block_tokens;
+        context.batch_common_prefix_tokens =
+            batch_prefix_tokens == kNoPrefix ? 0 : batch_prefix_tokens;
+        context.candidate_tokens = sequence;
+        context.candidate_cached_tokens = cached;
+        context.candidate_common_prefix_tokens = prefix_after;
+        context.majority_requests = groups.majority_requests;
+        context.majority_prefix_tokens = groups.majority_prefix_tokens;
+        const std::optional<PrefixHash> key = GroupKey(id);
+        context.candidate_in_majority =
+            groups.majority_requests > 0 && key && *key == groups.majority;
+      }
       const StopDecision decision = Timed([&] { return policy_.Decide(context); });
       // An empty batch always takes its first candidate: a step with nothing to run would only
       // waste the engine (every policy of the paper admits into an empty batch anyway).
@@ -360,6 +446,11 @@ void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
     records_.requests[id].cached_tokens = s.computed_tokens;
     running_.push_back(id);
     ++admitted_this_step_;
+    if (shape) {
+      batch_kv_tokens += sequence;
+      batch_prefix_tokens = prefix_after;
+      AddToGroups(id, groups);
+    }
   }
 }
 
@@ -505,6 +596,11 @@ void Simulator::CompleteStep(const BatchPlan& plan, const StepTiming& timing,
   StepFeedback feedback{batch_size, produced, reward_ns, timing.total_ns};
   feedback.decode_ns = decode_ns;
   feedback.decode_requests = step.decode_tokens;
+  feedback.prefill_tokens = plan.prefill_tokens;
+  feedback.decode_kv_tokens = plan.decode_kv_tokens;
+  feedback.decode_kv_unique_tokens = plan.decode_kv_unique_tokens;
+  feedback.common_prefix_tokens = plan.common_prefix_tokens;
+  feedback.cascade_used = timing.cascade_used;
   Timed([&] { policy_.OnStepExecuted(feedback); });
 }
 

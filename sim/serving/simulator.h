@@ -161,6 +161,23 @@ class Simulator {
   // Step 2; returns true when a preemption happened.
   bool ScheduleRunning(uint32_t& budget_tokens);
   void AdmitWaiting(uint32_t& budget_tokens);
+  static constexpr uint32_t kNoPrefix = 0xffffffffu;
+  // The batch's prefix groups for StopContext's majority fields: requests keyed by the chain
+  // hash that covers their first kGroupTokens tokens (none when the prompt is shorter).
+  static constexpr uint32_t kGroupTokens = 256;
+  struct BatchGroups {
+    PrefixHash majority = 0;
+    uint32_t majority_requests = 0;
+    uint32_t majority_prefix_tokens = 0;
+    RequestId member = kNoRequest;  // a request of the majority group
+  };
+  [[nodiscard]] std::optional<PrefixHash> GroupKey(RequestId id) const;
+  void AddToGroups(RequestId id, BatchGroups& groups);
+  FlatHashMap<PrefixHash, uint32_t> group_counts_;
+  // Leading tokens a batch sharing `batch_prefix_tokens` (kNoPrefix: empty) would share with
+  // request `id` admitted, given its cache hit (StopContext::candidate_common_prefix_tokens).
+  [[nodiscard]] uint32_t SharedPrefixTokens(RequestId id, uint32_t cached_tokens,
+                                            uint32_t batch_prefix_tokens) const;
   void Preempt(RequestId victim);
   // Caches the blocks a request's scheduled tokens fill (vLLM v1 caches them when it allocates
   // them, not after the step), so a request scheduled later in the same step hits them.

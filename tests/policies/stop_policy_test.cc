@@ -705,7 +705,7 @@ TEST(BanditAuthors, DecisionSequenceIsPinned) {
 TEST(StopPolicyFactory, BuildsEveryNamedPolicy) {
   const std::vector<std::string_view> expected = {
       "always",           "heuristic",      "bandit",        "qlearning",
-      "dynamic-batching", "bandit-authors", "bandit-delayed"};
+      "dynamic-batching", "bandit-authors", "bandit-delayed", "mpc"};
   ASSERT_EQ(StopPolicyNames().size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(StopPolicyNames()[i], expected[i]);
