@@ -60,7 +60,8 @@ constexpr NameEntry<StateBins> kStateBins[] = {{"authors", StateBins::kAuthors},
 constexpr NameEntry<SchedulerTimeMode> kSchedulerTimes[] = {
     {"measured", SchedulerTimeMode::kMeasured},
     {"zero", SchedulerTimeMode::kZero},
-    {"fixed", SchedulerTimeMode::kFixed}};
+    {"fixed", SchedulerTimeMode::kFixed},
+    {"engine", SchedulerTimeMode::kEngine}};
 
 template <typename Enum, size_t N>
 std::string_view NameOf(const NameEntry<Enum> (&table)[N], Enum value) {
@@ -456,9 +457,13 @@ void ReadRoot(const YAML::Node& doc, YamlProblems& problems, Scenario& s,
   }
   root.String("model", s.model);
   root.String("profile", s.profile);
+  root.String("scheduler_engine_cost", s.engine_cost);
   for (auto [key, dir] : {std::pair<const char*, std::string_view>{"model", "scenarios/models"},
-                          {"profile", "results/profiles"}}) {
-    std::string& value = std::string_view(key) == "model" ? s.model : s.profile;
+                          {"profile", "results/profiles"},
+                          {"scheduler_engine_cost", "results/engine-cost"}}) {
+    std::string& value = std::string_view(key) == "model"     ? s.model
+                         : std::string_view(key) == "profile" ? s.profile
+                                                              : s.engine_cost;
     if (IsShortName(value)) {
       const std::string embedded = std::string(dir) + "/" + value + ".yaml";
       if (!FindEmbeddedFile(embedded)) {
@@ -685,7 +690,7 @@ nlohmann::ordered_json ScenarioToJson(const Scenario& s) {
                {"cascade_attention", c.cascade_attention},
                {"gpu_memory_utilization", c.gpu_memory_utilization},
                {"kv_cache_blocks", c.kv_cache_blocks}};
-  return J{{"name", s.name},
+  J out{{"name", s.name},
            {"source", s.source},
            {"seed", s.seed},
            {"workload", workload},
@@ -704,6 +709,9 @@ nlohmann::ordered_json ScenarioToJson(const Scenario& s) {
              {"max_prompt_tokens", w.limits.max_prompt_tokens},
              {"max_total_tokens", w.limits.max_total_tokens},
              {"allow_unservable", w.limits.allow_unservable}}}};
+  // Echoed only where it is used, so the summaries of the other modes keep their shape.
+  if (c.scheduler_time == SchedulerTimeMode::kEngine) out["scheduler_engine_cost"] = s.engine_cost;
+  return out;
 }
 
 }  // namespace feather
