@@ -211,6 +211,64 @@ def _write_rows(out: str, rows: list[dict[str, Any]], header: dict[str, Any]) ->
 
 
 # ---------------------------------------------------------------------------------------------
+# What if: an older SGLang's radix match
+
+
+def old_match(wheel: str) -> float:
+    """ns per token of an SGLang wheel's token-by-token radix match (_key_match_page_size1).
+
+    Releases up to at least 0.5.6 compare keys one token at a time in a Python loop; 0.5.23
+    gallops with slice compares. Only the function is timed (an old release does not import on
+    the CPU next to the pinned torch): it is one term of calc_priority, not the whole call.
+    """
+    import ast
+    import zipfile
+
+    with zipfile.ZipFile(wheel) as z:
+        source = z.read("sglang/srt/mem_cache/radix_cache.py").decode()
+    fn = next(n for n in ast.parse(source).body
+              if isinstance(n, ast.FunctionDef) and n.name == "_key_match_page_size1")
+    fn.body = [stmt for stmt in fn.body  # 0.5.x checks the keys' extra_key first: not timed
+               if not (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call))]
+    scope: dict[str, Any] = {}
+    exec(compile(ast.Module(body=[fn], type_ignores=[]), wheel, "exec"), {"List": list}, scope)
+    match = scope["_key_match_page_size1"]
+
+    class Key(list):  # 0.5.x passes RadixKey objects with .token_ids
+        @property
+        def token_ids(self):
+            return self
+
+    rng = random.Random(3)
+    tokens = Key(rng.randrange(3, 30000) for _ in range(10000))
+    other = Key(tokens)
+    times = sorted(_timed(lambda: match(tokens, other))[1] for _ in range(31))
+    return times[15] / len(tokens)
+
+
+def what_if(table: str, ns_per_token: float, wheel: str, out: str) -> None:
+    """TABLE with the old match loop's per-token cost added to both SGLang operations."""
+    lines = open(table).read().splitlines()
+    result, op = [], ""
+    for line in lines:
+        stripped = line.strip()
+        if line.startswith("  ") and not line.startswith("    ") and stripped.endswith(":"):
+            op = stripped[:-1]
+        if op.startswith("sglang_") and stripped.startswith("per_waiting_token_ns:"):
+            value = float(stripped.split("value:")[1].split(",")[0])
+            indent = line[:len(line) - len(line.lstrip())]
+            note = (f"what if: {value:.4g} ns measured on the pinned SGLang plus "
+                    f"{ns_per_token:.4g} ns, the token-by-token match loop of "
+                    f"{os.path.basename(wheel)} timed alone on this machine")
+            line = (f"{indent}per_waiting_token_ns: {{value: {value + ns_per_token:.6g}, "
+                    f"source: assumed, note: {json.dumps(note)}}}")
+        result.append(line)
+    header = [f"# WHAT IF, not a measurement of a whole engine: {os.path.basename(table)} with",
+              "# SGLang's radix match as older releases did it (one Python loop iteration per",
+              "# token), added per waiting prompt token. Written by engine_cost.py what-if."]
+    with open(out, "w") as f:
+        f.write("\n".join(header + result) + "\n")
+    print(f"{wheel}: {ns_per_token:.1f} ns per token; wrote {out}")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -220,6 +278,10 @@ def main(argv: list[str] | None = None) -> int:
         p = sub.add_parser(name)
         p.add_argument("out")
         p.add_argument("--quick", action="store_true", help="a small grid (tests, smoke runs)")
+    p = sub.add_parser("what-if", help="a table with an older SGLang's per-token match cost")
+    p.add_argument("table")
+    p.add_argument("wheel", help="an SGLang wheel (pip download --no-deps sglang==0.4.6)")
+    p.add_argument("out")
     p = sub.add_parser("fit")
     p.add_argument("out")
     p.add_argument("rows", nargs="+")
@@ -228,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
         measure_vllm(args.out, args.quick)
     elif args.command == "measure-sglang":
         measure_sglang(args.out, args.quick)
+    elif args.command == "what-if":
+        what_if(args.table, old_match(args.wheel), args.wheel, args.out)
     else:
         from engine_cost_fit import fit_main
         return fit_main(args.out, args.rows)
