@@ -114,7 +114,8 @@ def fit_main(out: str, paths: list[str]) -> int:
              "measured_on:"]
     some = next(iter(headers.values()))
     for key in ("host", "cpu_model", "python", "date_utc"):
-        lines.append(f"  {key}: {_q(str(some.get(key, '')))}")
+        if some.get(key):
+            lines.append(f"  {key}: {_q(str(some[key]))}")
     lines.append("engines:")
     for engine, header in sorted(headers.items()):
         lines.append(f"  {engine}: {{version: {_q(header['version'])}}}")
