@@ -6,7 +6,10 @@
 # (LPM, DFS-weight) with its RadixCache in the SGLang environment, then a least-squares fit with
 # the error on held-out grid points.
 #
-#   scripts/engine-cost.sh [--quick] [--out FILE]   # default results/engine-cost/amd-epyc-vm.yaml
+#   scripts/engine-cost.sh [--quick] [--out FILE]
+#
+# FILE defaults to results/engine-cost/amd-epyc-vm.yaml (the shipped table), with --quick to
+# $TMPDIR/engine-cost-quick.yaml (a quick grid never replaces the shipped table by default).
 #
 # The environments are created here on first use (scripts/python-env.sh): vLLM from
 # python/requirements-vllm.txt into ${FEATHER_VLLM_VENV:-~/.cache/feather/venv-vllm}, SGLang from
@@ -15,16 +18,20 @@
 # machine: other load shows up as CPU time through shared caches.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=results/engine-cost/amd-epyc-vm.yaml
+out=
 quick=()
 while (($#)); do
   case $1 in
     --quick) quick=(--quick); shift ;;
     --out) out=$2; shift 2 ;;
-    -h | --help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h | --help) sed -n '2,19p' "$0"; exit 0 ;;
     *) echo "engine-cost.sh: unknown argument $1" >&2; exit 2 ;;
   esac
 done
+if [[ -z $out ]]; then
+  if ((${#quick[@]})); then out=${TMPDIR:-/tmp}/engine-cost-quick.yaml
+  else out=results/engine-cost/amd-epyc-vm.yaml; fi
+fi
 vllm=$(FEATHER_VENV=${FEATHER_VLLM_VENV:-$HOME/.cache/feather/venv-vllm} \
   FEATHER_REQUIREMENTS=$PWD/python/requirements-vllm.txt scripts/python-env.sh | tail -n 1)
 sglang=$(FEATHER_VENV=${FEATHER_SGLANG_VENV:-$HOME/.cache/feather/venv-sglang} \

@@ -122,14 +122,14 @@ TEST(EngineCostYaml, MissingSourceAndEmptyFile) {
 }
 
 TEST(EngineCostScenario, ModeAndTableAreScenarioOptions) {
-  Scenario s = LoadScenarioText("scheduler_time: engine\nscheduler: {selector: lpm}\n", "s.yaml",
-                                ".");
+  Scenario s =
+      LoadScenarioText("scheduler_time: engine\nscheduler: {selector: lpm}\n", "s.yaml", ".");
   EXPECT_EQ(s.serving.scheduler_time, SchedulerTimeMode::kEngine);
   EXPECT_EQ(s.engine_cost, "amd-epyc-vm");
   EXPECT_EQ(ScenarioToJson(s)["scheduler_engine_cost"], "amd-epyc-vm");
   // Other modes keep summary.json's shape.
-  EXPECT_FALSE(ScenarioToJson(LoadScenarioText("seed: 1\n", "s.yaml", ".")).contains(
-      "scheduler_engine_cost"));
+  EXPECT_FALSE(ScenarioToJson(LoadScenarioText("seed: 1\n", "s.yaml", "."))
+                   .contains("scheduler_engine_cost"));
 
   s.workload.requests = 10;
   const PreparedRun run = PrepareRun(s);
@@ -158,8 +158,8 @@ TEST(EngineCostScenario, ABadTableFileIsAnInputErrorNamingFileLineAndField) {
   fs::create_directories(dir);
   const fs::path table = dir / "bad.yaml";
   std::ofstream(table) << Replace(kGood, "value: 100", "value: lots");
-  Scenario s = LoadScenarioText("scheduler_time: engine\nscheduler_engine_cost: " +
-                                    table.string() + "\nworkload: {requests: 10}\n",
+  Scenario s = LoadScenarioText("scheduler_time: engine\nscheduler_engine_cost: " + table.string() +
+                                    "\nworkload: {requests: 10}\n",
                                 "s.yaml", ".");
   const std::string error = test::ErrorOf([&] { (void)PrepareRun(s); });
   EXPECT_NE(error.find(table.string() + ":6: operations.vllm_schedule.terms.constant_ns.value"),

@@ -69,7 +69,6 @@ TEST(EngineCost, OperationPerSelector) {
   EXPECT_EQ(EngineOperationName(EngineOperation::kSglangDfsWeight), "sglang_dfs_weight");
 }
 
-
 TEST(EngineCost, RadixSelectorsReportTheirRoundsWork) {
   const std::vector<Token> a(10, 1), b(20, 2), c(30, 3);
   LpmSelector lpm;
@@ -185,7 +184,9 @@ TEST(EngineCost, SimulatorIsDeterministicInEngineMode) {
   const Workload w = GroupedWorkload(150, 300, 40);
   EngineCost cost;
   cost.operation = EngineOperation::kSglangDfsWeight;
-  cost.terms = {.constant_ns = 1e5, .per_waiting_ns = 1.7e4, .per_waiting_token_ns = 3.1,
+  cost.terms = {.constant_ns = 1e5,
+                .per_waiting_ns = 1.7e4,
+                .per_waiting_token_ns = 3.1,
                 .per_tree_node_ns = 1500};
   const SimResult a = RunEngineMode(w, "dfs-weight", cost);
   const SimResult b = RunEngineMode(w, "dfs-weight", cost);
