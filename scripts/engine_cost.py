@@ -23,6 +23,8 @@ runs all of it):
   engine_cost.py measure-vllm   OUT.jsonl [--quick]
   engine_cost.py measure-sglang OUT.jsonl [--quick]
   engine_cost.py fit OUT.yaml ROWS.jsonl...   # least squares, held-out grid points, YAML table
+  engine_cost.py check-sglang TABLE.yaml W P G # one point measured against the table
+  engine_cost.py what-if TABLE.yaml WHEEL OUT.yaml  # an older SGLang's per-token match added
 
 Times are ``time.thread_time_ns()`` deltas (CPU time of the calling thread; both schedulers are
 single-threaded Python) with the garbage collector paused around each timed call, as it would
@@ -193,6 +195,43 @@ def measure_sglang(out: str, quick: bool) -> None:
     _write_rows(out, rows, {"engine": "sglang", "version": sglang.__version__, **_machine()})
 
 
+def check_sglang(table: str, w: int, p: int, g: int) -> None:
+    """calc_priority measured at one point (outside the grid, say) against TABLE's prediction."""
+    import re
+
+    import torch
+
+    (_, schedule_policy, Req, InsertParams, RadixCache, RadixKey,
+     SamplingParams) = _sglang_env()
+    text = open(table).read()
+
+    def term(op: str, name: str) -> float:
+        block = text.split(f"  {op}:")[1].split("\n  sglang_")[0]
+        found = re.search(rf"{name}: {{value: ([0-9.e+-]+)", block)
+        return float(found.group(1)) if found else 0.0
+
+    prompts = _prompts(w, p, g, random.Random(5), unique_tokens=100)
+    for policy, op in (("lpm", "sglang_lpm"), ("dfs-weight", "sglang_dfs_weight")):
+        tree = RadixCache.create_simulated()
+        for seq in prompts[:g]:
+            tree.insert(InsertParams(key=RadixKey(token_ids=array("q", seq)),
+                                     value=torch.arange(len(seq), dtype=torch.int64)))
+        nodes = _count_nodes(tree.root_node)
+        sched = schedule_policy.SchedulePolicy(policy, tree, False, False, False)
+        times = []
+        for rep in range(3):
+            queue = [Req(rid=f"r{rep}-{i}", origin_input_text="",
+                         origin_input_ids=array("q", prompt),
+                         sampling_params=SamplingParams(max_new_tokens=16))
+                     for i, prompt in enumerate(prompts)]
+            times.append(_timed(lambda: sched.calc_priority(queue))[1])
+        predicted = (term(op, "constant_ns") + term(op, "per_waiting_ns") * w +
+                     term(op, "per_waiting_token_ns") * w * p + term(op, "per_tree_node_ns") * nodes)
+        measured = sorted(times)[1]
+        print(f"{policy}: W={w} P={p} G={g} ({nodes} nodes): measured {measured / 1e6:.1f} ms, "
+              f"table {predicted / 1e6:.1f} ms ({predicted / measured - 1:+.1%})")
+
+
 def _count_nodes(root) -> int:
     count, stack = 0, [root]
     while stack:
@@ -282,6 +321,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("table")
     p.add_argument("wheel", help="an SGLang wheel (pip download --no-deps sglang==0.4.6)")
     p.add_argument("out")
+    p = sub.add_parser("check-sglang", help="one point measured against a table's prediction")
+    p.add_argument("table")
+    p.add_argument("waiting", type=int)
+    p.add_argument("prompt_tokens", type=int)
+    p.add_argument("groups", type=int)
     p = sub.add_parser("fit")
     p.add_argument("out")
     p.add_argument("rows", nargs="+")
@@ -290,6 +334,8 @@ def main(argv: list[str] | None = None) -> int:
         measure_vllm(args.out, args.quick)
     elif args.command == "measure-sglang":
         measure_sglang(args.out, args.quick)
+    elif args.command == "check-sglang":
+        check_sglang(args.table, args.waiting, args.prompt_tokens, args.groups)
     elif args.command == "what-if":
         what_if(args.table, old_match(args.wheel), args.wheel, args.out)
     else:
