@@ -50,6 +50,8 @@ void RadixSelectorBase::BeginRound() {
   FEATHER_DCHECK(kept == num_waiting_, "waiting count and queue disagree");
   order_.clear();
   cursor_ = 0;
+  last_round_work_ = {0, cache_.NodeCount()};
+  for (const QueueEntry& e : waiting_) last_round_work_.waiting_tokens += prompts_[e.id].size();
   ComputeOrder();
   FEATHER_DCHECK(order_.size() == waiting_.size(), "ranking lost or duplicated requests");
 }

@@ -61,6 +61,7 @@ class RadixSelectorBase : public CandidateSelector {
   void OnPreempt(RequestId id) override;
   void OnCancel(RequestId id) override;
   [[nodiscard]] size_t NumWaiting() const override { return num_waiting_; }
+  [[nodiscard]] RoundWork LastRoundWork() const override { return last_round_work_; }
   [[nodiscard]] size_t MemoryBytes() const override;
 
   [[nodiscard]] const RadixCache& cache() const { return cache_; }
@@ -112,6 +113,7 @@ class RadixSelectorBase : public CandidateSelector {
   std::vector<RadixNodeId> lock_nodes_;  // a running request's locked last node
   size_t cursor_ = 0;
   size_t num_waiting_ = 0;
+  RoundWork last_round_work_;
 };
 
 struct LpmConfig {

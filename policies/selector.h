@@ -19,6 +19,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <optional>
 #include <span>
 #include <string_view>
@@ -54,6 +55,14 @@ struct PrefixSignal {
   [[nodiscard]] uint32_t TipLossChunks() const { return tip_before_chunks - tip_after_chunks; }
 };
 
+// What a selector's last BeginRound() ranked, for `scheduler_time: engine`
+// (sim/serving/engine_cost.h prices SGLang's ranking by it): the waiting requests' prompt tokens
+// and the radix tree's nodes when the round began. Selectors that rank nothing report zeros.
+struct RoundWork {
+  uint64_t waiting_tokens = 0;
+  uint64_t tree_nodes = 0;
+};
+
 struct Candidate {
   RequestId id = kNoRequest;
   std::optional<PrefixSignal> signal;  // present only for selectors that compute it
@@ -78,6 +87,7 @@ class CandidateSelector {
   virtual void OnCancel(RequestId id) = 0;
 
   [[nodiscard]] virtual size_t NumWaiting() const = 0;
+  [[nodiscard]] virtual RoundWork LastRoundWork() const { return {}; }
   // Bytes of selector state, for memory reports.
   [[nodiscard]] virtual size_t MemoryBytes() const = 0;
 };

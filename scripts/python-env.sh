@@ -10,6 +10,9 @@
 # python on the last line of stdout.
 # $FEATHER_REQUIREMENTS names another pin file (scripts/vllm-conformance.sh: python/requirements-vllm.txt
 # into ~/.cache/feather/venv-vllm).
+# A pin file with the line `# pip: --no-deps` is installed with --no-deps: it lists every
+# package itself (python/requirements-sglang.txt, into ~/.cache/feather/venv-sglang, for
+# scripts/engine-cost.sh).
 # Usage: scripts/python-env.sh
 set -euo pipefail
 
@@ -47,7 +50,10 @@ if [[ $(cat "$stamp" 2>/dev/null || true) != "$want" ]]; then
   log "installing the pins of $requirements"
   pip_log=$(mktemp -t feather-python-env.XXXXXX)
   trap 'rm -f "$pip_log"' EXIT
-  if ! "$venv/bin/python" -m pip install --disable-pip-version-check -q -r "$requirements" \
+  pip_flags=()
+  grep -qx '# pip: --no-deps' "$requirements" && pip_flags=(--no-deps)
+  if ! "$venv/bin/python" -m pip install --disable-pip-version-check -q "${pip_flags[@]}" \
+      -r "$requirements" \
       >"$pip_log" 2>&1; then
     tail -n 30 "$pip_log" >&2
     die "pip install failed (output above)"

@@ -60,7 +60,8 @@ constexpr NameEntry<StateBins> kStateBins[] = {{"authors", StateBins::kAuthors},
 constexpr NameEntry<SchedulerTimeMode> kSchedulerTimes[] = {
     {"measured", SchedulerTimeMode::kMeasured},
     {"zero", SchedulerTimeMode::kZero},
-    {"fixed", SchedulerTimeMode::kFixed}};
+    {"fixed", SchedulerTimeMode::kFixed},
+    {"engine", SchedulerTimeMode::kEngine}};
 
 template <typename Enum, size_t N>
 std::string_view NameOf(const NameEntry<Enum> (&table)[N], Enum value) {
@@ -458,9 +459,13 @@ void ReadRoot(const YAML::Node& doc, YamlProblems& problems, Scenario& s,
   }
   root.String("model", s.model);
   root.String("profile", s.profile);
+  root.String("scheduler_engine_cost", s.engine_cost);
   for (auto [key, dir] : {std::pair<const char*, std::string_view>{"model", "scenarios/models"},
-                          {"profile", "results/profiles"}}) {
-    std::string& value = std::string_view(key) == "model" ? s.model : s.profile;
+                          {"profile", "results/profiles"},
+                          {"scheduler_engine_cost", "results/engine-cost"}}) {
+    std::string& value = std::string_view(key) == "model"     ? s.model
+                         : std::string_view(key) == "profile" ? s.profile
+                                                              : s.engine_cost;
     if (IsShortName(value)) {
       const std::string embedded = std::string(dir) + "/" + value + ".yaml";
       if (!FindEmbeddedFile(embedded)) {
@@ -689,25 +694,28 @@ nlohmann::ordered_json ScenarioToJson(const Scenario& s) {
                {"reserve_full_sequence", c.reserve_full_sequence},
                {"gpu_memory_utilization", c.gpu_memory_utilization},
                {"kv_cache_blocks", c.kv_cache_blocks}};
-  return J{{"name", s.name},
-           {"source", s.source},
-           {"seed", s.seed},
-           {"workload", workload},
-           {"scheduler", scheduler},
-           {"scheduler_time", NameOf(kSchedulerTimes, c.scheduler_time)},
-           {"scheduler_fixed_us", static_cast<double>(c.scheduler_fixed_ns) * 1e-3},
-           {"engine", s.engine},
-           {"step_noise", {{"enabled", s.step_noise.enabled}, {"seed", s.step_noise.seed}}},
-           {"model", s.model},
-           {"profile", s.profile},
-           {"serving", serving},
-           {"run",
-            {{"max_time_s", static_cast<double>(c.max_sim_ns) * 1e-9}, {"max_steps", c.max_steps}}},
-           {"limits",
-            {{"max_requests", w.limits.max_requests},
-             {"max_prompt_tokens", w.limits.max_prompt_tokens},
-             {"max_total_tokens", w.limits.max_total_tokens},
-             {"allow_unservable", w.limits.allow_unservable}}}};
+  J out{{"name", s.name},
+        {"source", s.source},
+        {"seed", s.seed},
+        {"workload", workload},
+        {"scheduler", scheduler},
+        {"scheduler_time", NameOf(kSchedulerTimes, c.scheduler_time)},
+        {"scheduler_fixed_us", static_cast<double>(c.scheduler_fixed_ns) * 1e-3},
+        {"engine", s.engine},
+        {"step_noise", {{"enabled", s.step_noise.enabled}, {"seed", s.step_noise.seed}}},
+        {"model", s.model},
+        {"profile", s.profile},
+        {"serving", serving},
+        {"run",
+         {{"max_time_s", static_cast<double>(c.max_sim_ns) * 1e-9}, {"max_steps", c.max_steps}}},
+        {"limits",
+         {{"max_requests", w.limits.max_requests},
+          {"max_prompt_tokens", w.limits.max_prompt_tokens},
+          {"max_total_tokens", w.limits.max_total_tokens},
+          {"allow_unservable", w.limits.allow_unservable}}}};
+  // Echoed only where it is used, so the summaries of the other modes keep their shape.
+  if (c.scheduler_time == SchedulerTimeMode::kEngine) out["scheduler_engine_cost"] = s.engine_cost;
+  return out;
 }
 
 }  // namespace feather

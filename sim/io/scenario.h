@@ -40,6 +40,9 @@ struct Scenario {
   std::string engine = "model";          // model | cpu | cuda
   std::string model = "llama-3-8b";      // built-in name or resolved path
   std::string profile = "rtx6000-ada";   // built-in name or resolved path
+  // `scheduler_engine_cost`: the engine cost table `scheduler_time: engine` charges from
+  // (sim/serving/engine_cost.h); built-in name (results/engine-cost/<name>.yaml) or resolved path.
+  std::string engine_cost = "amd-epyc-vm";
   // `step_noise: {enabled, seed}`: seeded step-time noise on the model engine, drawn from the
   // profile's measured spread (sim/engine/step_noise.h). Off by default; `feather validate
   // --repeat N` turns it on for its model runs.

@@ -1,5 +1,6 @@
 // scenario_run.cc: from a validated Scenario to a finished simulation (see scenario_run.h).
 #include "sim/io/device_profile_yaml.h"
+#include "sim/io/engine_cost_yaml.h"
 #include "sim/io/model_config_yaml.h"
 #include "sim/io/scenario_run.h"
 
@@ -88,6 +89,13 @@ PreparedRun PrepareRun(const Scenario& scenario) {
       throw InputError(scenario.source, 0, "serving.gpu_memory_utilization", e.what());
     }
   }
+  if (prepared.serving.scheduler_time == SchedulerTimeMode::kEngine) {
+    const ResolvedText table =
+        ReadNamedFile(scenario.engine_cost, "results/engine-cost", "scheduler_engine_cost");
+    prepared.serving.engine_cost = ParseEngineCostTable(table.text, table.display_name)
+                                       .For(EngineOperationFor(scenario.selector));
+    prepared.engine_cost_file = table.display_name;
+  }
   return prepared;
 }
 
@@ -136,7 +144,7 @@ std::unique_ptr<Engine> MakeEngine(const PreparedRun& prepared) {
 
 nlohmann::ordered_json ResolvedRunJson(const PreparedRun& prepared) {
   const ModelConfig& m = prepared.model;
-  return {{"kv_cache_blocks", prepared.serving.kv_cache_blocks},
+  nlohmann::ordered_json out = {{"kv_cache_blocks", prepared.serving.kv_cache_blocks},
           {"kv_cache_tokens", prepared.serving.kv_cache_blocks * prepared.serving.block_tokens},
           {"model",
            {{"name", m.name},
@@ -145,6 +153,11 @@ nlohmann::ordered_json ResolvedRunJson(const PreparedRun& prepared) {
             {"weight_bytes", m.WeightBytes()}}},
           {"profile", prepared.profile.name},
           {"profile_file", prepared.profile_file}};
+  if (prepared.serving.scheduler_time == SchedulerTimeMode::kEngine) {
+    out["engine_cost_file"] = prepared.engine_cost_file;
+    out["engine_cost_operation"] = EngineOperationName(prepared.serving.engine_cost.operation);
+  }
+  return out;
 }
 
 }  // namespace feather

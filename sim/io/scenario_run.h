@@ -30,7 +30,8 @@ struct PreparedRun {
   ModelConfig model;
   DeviceProfile profile;
   std::string profile_file;  // the file it was read from (ReadProfileFile's display name)
-  ServingConfig serving;     // scenario.serving with kv_cache_blocks resolved
+  ServingConfig serving;     // scenario.serving with kv_cache_blocks (and engine_cost) resolved
+  std::string engine_cost_file;  // `scheduler_time: engine`: the cost table it was read from
 };
 
 // Real engines (hw/: `cpu`, later `cuda`) live outside sim/, which must not link them: the

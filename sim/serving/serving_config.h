@@ -4,12 +4,15 @@
 
 #include <cstdint>
 
+#include "sim/serving/engine_cost.h"
+
 namespace feather {
 
 enum class SchedulerTimeMode : uint8_t {
   kMeasured,  // wall time of selector and stop-policy calls, as measured on this machine
   kZero,      // scheduling is free (deterministic)
   kFixed,     // a fixed cost per scheduling round (deterministic)
+  kEngine,    // what the baseline's real engine spends per round (engine_cost.h; deterministic)
 };
 
 struct ServingConfig {
@@ -31,6 +34,7 @@ struct ServingConfig {
   bool reward_decode_only = false;
   SchedulerTimeMode scheduler_time = SchedulerTimeMode::kMeasured;
   int64_t scheduler_fixed_ns = 0;  // per round, kFixed only
+  EngineCost engine_cost;          // kEngine only: the operation and its cost line
   int64_t max_sim_ns = 0;          // stop the run at this simulated time; 0 = run to completion
   uint64_t max_steps = 0;          // stop after this many engine steps; 0 = no limit
 };

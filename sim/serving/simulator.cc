@@ -604,6 +604,21 @@ void Simulator::CompleteStep(const BatchPlan& plan, const StepTiming& timing,
   Timed([&] { policy_.OnStepExecuted(feedback); });
 }
 
+int64_t Simulator::EngineSchedulerNs(EngineRound round, bool ranked) const {
+  round.ranked = ranked;
+  round.admitted = admitted_this_step_;
+  // AdmitWaiting appends the requests it admits to running_.
+  for (size_t k = running_.size() - admitted_this_step_; k < running_.size(); ++k) {
+    round.admitted_blocks += state_[running_[k]].SequenceTokens() / config_.block_tokens;
+  }
+  if (ranked) {
+    const RoundWork work = selector_.LastRoundWork();
+    round.waiting_tokens = work.waiting_tokens;
+    round.tree_nodes = work.tree_nodes;
+  }
+  return EngineRoundNs(config_.engine_cost, round);
+}
+
 std::optional<SchedulePlan> Simulator::Schedule() {
   FEATHER_CHECK(!awaiting_completion_, "Schedule() called twice without Complete()");
   const size_t total = workload_.size();
@@ -620,6 +635,7 @@ std::optional<SchedulePlan> Simulator::Schedule() {
     admitted_this_step_ = 0;
     uint32_t budget_tokens = config_.max_num_batched_tokens;
     const bool preempted = ScheduleRunning(budget_tokens);
+    const EngineRound round_start{.running = running_.size(), .waiting = selector_.NumWaiting()};
     if (!preempted) AdmitWaiting(budget_tokens);
     if (running_.empty()) {
       // Preemption emptied the batch (admission resumes next round), or admission rejected every
@@ -639,6 +655,12 @@ std::optional<SchedulePlan> Simulator::Schedule() {
         break;
       case SchedulerTimeMode::kFixed:
         scheduler_ns = config_.scheduler_fixed_ns;
+        break;
+      case SchedulerTimeMode::kEngine:
+        // SGLang ranks its queue only when the running batch has room (scheduler.py,
+        // _get_new_batch_prefill_raw), and no admission follows a preemption here.
+        scheduler_ns = EngineSchedulerNs(
+            round_start, /*ranked=*/!preempted && round_start.running < config_.max_num_seqs);
         break;
     }
     pending_scheduler_ns_ = 0;

@@ -214,6 +214,9 @@ class Simulator {
   // Timed calls into the selector and policy (charged under kMeasured).
   template <typename Fn>
   decltype(auto) Timed(Fn&& fn);
+  // `scheduler_time: engine`: the round's cost in the real engine (engine_cost.h), from the
+  // inputs counted when the round began and what AdmitWaiting admitted.
+  [[nodiscard]] int64_t EngineSchedulerNs(EngineRound round, bool ranked) const;
 
   ServingConfig config_;
   const Workload& workload_;
