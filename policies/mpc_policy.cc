@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 namespace feather {
 namespace {
@@ -12,6 +13,49 @@ constexpr size_t kN = DecodeTimeFit::kTerms;
 // x = (1, n, U, T − U) of a decode step.
 std::array<double, kN> Features(double n, double reads, double unique) {
   return {1.0, n, unique, std::max(0.0, reads - unique)};
+}
+
+// Solves the normal equations restricted to the terms in `mask` (ridge applied) by Cholesky;
+// false when singular. Terms outside the mask get 0.
+bool SolveSubset(const std::array<double, kN * kN>& xtx, const std::array<double, kN>& xty,
+                 double ridge, unsigned mask, std::array<double, kN>& c) {
+  std::array<size_t, kN> idx{};
+  size_t m = 0;
+  for (size_t i = 0; i < kN; ++i) {
+    if (mask & (1u << i)) idx[m++] = i;
+  }
+  std::array<double, kN * kN> l{};
+  for (size_t i = 0; i < m; ++i) {
+    for (size_t j = 0; j <= i; ++j) {
+      double sum = xtx[idx[i] * kN + idx[j]];
+      if (i == j) sum = sum * (1.0 + ridge) + 1e-12;
+      for (size_t k = 0; k < j; ++k) sum -= l[i * kN + k] * l[j * kN + k];
+      if (i == j) {
+        if (!(sum > 0)) return false;
+        l[i * kN + i] = std::sqrt(sum);
+      } else {
+        l[i * kN + j] = sum / l[j * kN + j];
+      }
+    }
+  }
+  std::array<double, kN> y{};
+  for (size_t i = 0; i < m; ++i) {
+    double sum = xty[idx[i]];
+    for (size_t k = 0; k < i; ++k) sum -= l[i * kN + k] * y[k];
+    y[i] = sum / l[i * kN + i];
+  }
+  std::array<double, kN> z{};
+  for (size_t i = m; i-- > 0;) {
+    double sum = y[i];
+    for (size_t k = i + 1; k < m; ++k) sum -= l[k * kN + i] * z[k];
+    z[i] = sum / l[i * kN + i];
+  }
+  c = {};
+  for (size_t i = 0; i < m; ++i) c[idx[i]] = z[i];
+  for (const double v : c) {
+    if (!std::isfinite(v)) return false;
+  }
+  return true;
 }
 
 // KV reads of a decode step: with cascade, the P-token prefix is read once instead of n times.
@@ -43,40 +87,27 @@ bool MpcPolicy::Solve() {
   solved_ = true;
   usable_ = false;
   if (fit_.observed < config_.min_steps) return false;
-  // Normal equations with a ridge term relative to each feature's own scale (the features
-  // differ by 10^6: 1 against KV tokens), solved by Cholesky (SPD).
-  std::array<double, kN * kN> a = fit_.xtx;
-  for (size_t i = 0; i < kN; ++i) a[i * kN + i] *= 1.0 + config_.ridge;
-  for (size_t i = 0; i < kN; ++i) a[i * kN + i] += 1e-12;
-  std::array<double, kN * kN> l{};
-  for (size_t i = 0; i < kN; ++i) {
-    for (size_t j = 0; j <= i; ++j) {
-      double sum = a[i * kN + j];
-      for (size_t k = 0; k < j; ++k) sum -= l[i * kN + k] * l[j * kN + k];
-      if (i == j) {
-        if (!(sum > 0)) return false;
-        l[i * kN + i] = std::sqrt(sum);
-      } else {
-        l[i * kN + j] = sum / l[j * kN + j];
-      }
+  // Non-negative least squares by enumeration: every term is a cost, so a negative coefficient
+  // is collinearity, not physics (a batch that is always full makes the fixed and per-request
+  // terms trade off). Of the 2^4 term subsets whose unconstrained solution is non-negative, the
+  // one with the smallest residual Σw(t − x·c)² = tᵀt − 2cᵀXᵀt + cᵀXᵀXc.
+  double best = std::numeric_limits<double>::infinity();
+  for (unsigned mask = 1; mask < (1u << kN); ++mask) {
+    std::array<double, kN> c{};
+    if (!SolveSubset(fit_.xtx, fit_.xty, config_.ridge, mask, c)) continue;
+    if (std::any_of(c.begin(), c.end(), [](double v) { return v < 0; })) continue;
+    double rss = fit_.tty;
+    for (size_t i = 0; i < kN; ++i) {
+      rss -= 2 * c[i] * fit_.xty[i];
+      for (size_t j = 0; j < kN; ++j) rss += c[i] * fit_.xtx[i * kN + j] * c[j];
+    }
+    if (rss < best) {
+      best = rss;
+      coefficients_ = c;
+      usable_ = true;
     }
   }
-  std::array<double, kN> y{};
-  for (size_t i = 0; i < kN; ++i) {
-    double sum = fit_.xty[i];
-    for (size_t k = 0; k < i; ++k) sum -= l[i * kN + k] * y[k];
-    y[i] = sum / l[i * kN + i];
-  }
-  for (size_t i = kN; i-- > 0;) {
-    double sum = y[i];
-    for (size_t k = i + 1; k < kN; ++k) sum -= l[k * kN + i] * coefficients_[k];
-    coefficients_[i] = sum / l[i * kN + i];
-  }
-  for (const double c : coefficients_) {
-    if (!std::isfinite(c)) return false;
-  }
-  usable_ = true;
-  return true;
+  return usable_;
 }
 
 std::optional<std::array<double, DecodeTimeFit::kTerms>> MpcPolicy::Coefficients() {
@@ -145,6 +176,7 @@ void MpcPolicy::OnStepExecuted(const StepFeedback& f) {
                std::min(static_cast<double>(f.decode_kv_unique_tokens), reads));
   const double t = static_cast<double>(ns) * 1e-6;
   const double keep = config_.forgetting;
+  fit_.tty = keep * fit_.tty + t * t;
   for (size_t i = 0; i < kN; ++i) {
     fit_.xty[i] = keep * fit_.xty[i] + x[i] * t;
     for (size_t j = 0; j < kN; ++j) {

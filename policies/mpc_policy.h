@@ -20,7 +20,8 @@
 // sampling), c2 a KV token read from memory, c3 a repeated read of a token another request
 // of the step also reads (served partly from cache on a GPU: a separate coefficient). With
 // cascade the shared prefix of P tokens is read once: T becomes T − (n − 1)·P. Fitted by
-// least squares with exponential forgetting (weight `forgetting` per step) and a small ridge
+// non-negative least squares (every term is a cost) with exponential forgetting (weight
+// `forgetting` per step) and a small ridge
 // term (relative to each feature's scale: it keeps a feature that never varied, such as the
 // redundant reads of a workload without sharing, from making the system singular), on every step's decode part (StepFeedback::decode_ns; on an engine that cannot price
 // it, on the steps without prefill). It needs no training and runs on a real engine alike.
@@ -38,7 +39,8 @@
 // repeated prefix reads cost, which is when a drained batch hands over to the next prefix.
 //
 // Complexity: Decide O(1) (a 4-term dot product); OnStepExecuted O(1) (4×4 normal equations,
-// solved on demand by Cholesky at most once per round). Allocation-free.
+// solved on demand at most once per round: Cholesky on each of the 15 term subsets).
+// Allocation-free.
 #pragma once
 
 #include <array>
@@ -54,7 +56,7 @@
 namespace feather {
 
 struct MpcConfig {
-  double forgetting = 0.995;               // per-step decay of past steps in the fit, (0, 1]
+  double forgetting = 0.999;               // per-step decay of past steps in the fit, (0, 1]
   double ridge = 1e-6;                     // ridge term, relative to each feature's Σ x²
   uint32_t min_steps = 16;                 // fitted steps before the model decides
   double margin = 0.0;                     // tolerated predicted throughput loss, [0, 1)
@@ -71,6 +73,7 @@ struct DecodeTimeFit {
   static constexpr size_t kTerms = 4;
   std::array<double, kTerms * kTerms> xtx{};  // row-major Σ w·x·xᵀ
   std::array<double, kTerms> xty{};           // Σ w·x·t
+  double tty = 0;                             // Σ w·t² (the residual of a candidate solution)
   double steps = 0;                           // Σ w (forgetting applied)
   uint64_t observed = 0;                      // steps fitted, no forgetting
 };

@@ -406,6 +406,8 @@ void LoadMpc(MpcPolicy& policy, Reader& r, const Json& options, const Json& stat
   if (const Json* f = r.Object(state, "fit", "state")) {
     LoadNumbers(r, *f, "xtx", fit.xtx);
     LoadNumbers(r, *f, "xty", fit.xty);
+    fit.tty = r.Number(*f, "tty", "state.fit", 0.0, std::numeric_limits<double>::max(),
+                       "finite and >= 0");
     fit.steps = r.Number(*f, "steps", "state.fit", 0.0, std::numeric_limits<double>::max(),
                          "finite and >= 0");
     fit.observed = r.Unsigned(*f, "observed", "state.fit");
@@ -449,6 +451,7 @@ std::string StopPolicyToJson(const StopPolicy& policy) {
     Json fit;
     fit["xtx"] = f.xtx;
     fit["xty"] = f.xty;
+    fit["tty"] = f.tty;
     fit["steps"] = f.steps;
     fit["observed"] = f.observed;
     state["fit"] = std::move(fit);
