@@ -144,16 +144,17 @@ StopDecision MpcPolicy::Decide(const StopContext& c) {
   if (!now || !added || !(*now > 0) || !(*added > 0)) return StopDecision::kAdd;
   const double rate_added = static_cast<double>(n + 1) / *added;
   double rate_kept = static_cast<double>(n) / *now;
-  // Outside the largest prefix group, the alternative is also to let the batch converge to that
-  // group: its members alone, decoding with cascade over their shared prefix.
-  if (!c.candidate_in_majority && c.majority_requests > 0) {
-    const uint32_t m = c.majority_requests;
-    const double prefix = c.majority_prefix_tokens;
+  // Outside the largest prefix group at some depth, the alternative is also to let the batch
+  // converge to that group: its members alone, decoding with cascade over their shared prefix.
+  for (const StopContext::PrefixGroup& g : c.largest_groups) {
+    if (g.candidate_in || g.requests == 0) continue;
+    const uint32_t m = g.requests;
+    const double prefix = g.prefix_tokens;
     const double tokens = avg_tokens * m;
     const double unique = prefix + std::max(0.0, avg_tokens - prefix) * m;
     const std::optional<double> converged =
         PredictDecodeMs(m, static_cast<uint64_t>(tokens), static_cast<uint64_t>(unique),
-                        c.majority_prefix_tokens);
+                        g.prefix_tokens);
     if (converged && *converged > 0) {
       rate_kept = std::max(rate_kept, static_cast<double>(m) / *converged);
     }

@@ -17,6 +17,7 @@
 // policies/stop_policy_io.h saves to and loads from JSON.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -48,12 +49,18 @@ struct StopContext {
   uint32_t candidate_tokens = 0;            // the candidate's sequence length
   uint32_t candidate_cached_tokens = 0;     // its prefix-cache hit
   uint32_t candidate_common_prefix_tokens = 0;  // what the batch would share with it admitted
-  // The batch's largest prefix group (requests sharing their first 256 tokens, vLLM's cascade
-  // minimum): how many requests, the leading tokens all of them share, and whether the
-  // candidate belongs to it. What the batch would decode like if it kept only that group.
-  uint32_t majority_requests = 0;
-  uint32_t majority_prefix_tokens = 0;
-  bool candidate_in_majority = false;
+  // The batch's largest prefix group at each depth of kPrefixGroupDepths (requests sharing their
+  // first 256, 512, ... 16K tokens): how many requests, the leading tokens all of them share, and
+  // whether the candidate belongs to it. What the batch would decode like if it kept only that
+  // group. requests = 0 where no request of the batch is that long.
+  struct PrefixGroup {
+    uint32_t requests = 0;
+    uint32_t prefix_tokens = 0;
+    bool candidate_in = false;
+  };
+  static constexpr std::array<uint32_t, 7> kPrefixGroupDepths = {256,  512,  1024, 2048,
+                                                                  4096, 8192, 16384};
+  std::array<PrefixGroup, kPrefixGroupDepths.size()> largest_groups{};
 };
 
 // What the executed step reports back. Reward = decode throughput = decode_tokens / step time

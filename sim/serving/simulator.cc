@@ -307,39 +307,42 @@ void Simulator::RegisterScheduledBlocks(RequestId id, uint32_t new_tokens) {
   kv_.CacheBlocks(id, ChainOf(id), s.computed_tokens + new_tokens);
 }
 
-std::optional<PrefixHash> Simulator::GroupKey(RequestId id) const {
+std::optional<PrefixHash> Simulator::GroupKey(RequestId id, size_t depth) const {
   const ChainView chain = ChainOf(id);
-  const uint32_t depth = (kGroupTokens + config_.block_tokens - 1) / config_.block_tokens;
-  if (depth == 0 || chain.size() < depth) return std::nullopt;
-  return chain[depth - 1];
+  const uint32_t blocks =
+      (StopContext::kPrefixGroupDepths[depth] + config_.block_tokens - 1) / config_.block_tokens;
+  if (blocks == 0 || chain.size() < blocks) return std::nullopt;
+  return chain[blocks - 1];
 }
 
 void Simulator::AddToGroups(RequestId id, BatchGroups& groups) {
-  const std::optional<PrefixHash> key = GroupKey(id);
-  if (!key) return;
-  uint32_t& count = *group_counts_.Insert(*key, 0).first;
-  ++count;
   const uint32_t block = config_.block_tokens;
-  if (groups.member != kNoRequest && *key == groups.majority) {
-    // One more member: the group's shared prefix can only shrink to what this one shares.
-    const ChainView own = ChainOf(id);
-    const ChainView first = ChainOf(groups.member);
-    const size_t limit = std::min<size_t>({groups.majority_prefix_tokens / block, own.size(),
-                                           first.size()});
-    size_t shared = 0;
-    while (shared < limit && own[shared] == first[shared]) ++shared;
-    groups.majority_prefix_tokens = static_cast<uint32_t>(shared) * block;
-    groups.majority_requests = count;
-  } else if (count > groups.majority_requests) {
-    // A new majority: its shared prefix from the physical blocks all its running members hold.
-    groups.majority = *key;
-    groups.majority_requests = count;
-    groups.member = id;
-    const std::span<const uint32_t> table = kv_.BlockTable(id);
-    const size_t full = std::min<size_t>(table.size(), ChainOf(id).size());
-    size_t shared = 0;
-    while (shared < full && kv_.RefCount(table[shared]) >= count) ++shared;
-    groups.majority_prefix_tokens = static_cast<uint32_t>(shared) * block;
+  for (size_t d = 0; d < kGroupDepths; ++d) {
+    const std::optional<PrefixHash> key = GroupKey(id, d);
+    if (!key) return;  // deeper keys need a longer prompt still
+    BatchGroup& g = groups[d];
+    uint32_t& count = *group_counts_[d].Insert(*key, 0).first;
+    ++count;
+    if (g.member != kNoRequest && *key == g.key) {
+      // One more member: the group's shared prefix can only shrink to what this one shares.
+      const ChainView own = ChainOf(id);
+      const ChainView first = ChainOf(g.member);
+      const size_t limit = std::min<size_t>({g.prefix_tokens / block, own.size(), first.size()});
+      size_t shared = 0;
+      while (shared < limit && own[shared] == first[shared]) ++shared;
+      g.prefix_tokens = static_cast<uint32_t>(shared) * block;
+      g.requests = count;
+    } else if (count > g.requests) {
+      // A new largest group: its shared prefix from the physical blocks all its members hold.
+      g.key = *key;
+      g.requests = count;
+      g.member = id;
+      const std::span<const uint32_t> table = kv_.BlockTable(id);
+      const size_t full = std::min<size_t>(table.size(), ChainOf(id).size());
+      size_t shared = 0;
+      while (shared < full && kv_.RefCount(table[shared]) >= count) ++shared;
+      g.prefix_tokens = static_cast<uint32_t>(shared) * block;
+    }
   }
 }
 
@@ -371,8 +374,10 @@ void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
   const bool shape = policy_.WantsBatchShape();
   uint64_t batch_kv_tokens = 0;
   uint32_t batch_prefix_tokens = kNoPrefix;
-  BatchGroups groups;
-  if (shape) group_counts_.Clear();
+  BatchGroups groups{};
+  if (shape) {
+    for (auto& counts : group_counts_) counts.Clear();
+  }
   if (shape && !running_.empty()) {
     for (const RequestId id : running_) {
       batch_kv_tokens += state_[id].SequenceTokens();
@@ -419,11 +424,11 @@ void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
         context.candidate_tokens = sequence;
         context.candidate_cached_tokens = cached;
         context.candidate_common_prefix_tokens = prefix_after;
-        context.majority_requests = groups.majority_requests;
-        context.majority_prefix_tokens = groups.majority_prefix_tokens;
-        const std::optional<PrefixHash> key = GroupKey(id);
-        context.candidate_in_majority =
-            groups.majority_requests > 0 && key && *key == groups.majority;
+        for (size_t d = 0; d < kGroupDepths; ++d) {
+          const std::optional<PrefixHash> key = GroupKey(id, d);
+          context.largest_groups[d] = {groups[d].requests, groups[d].prefix_tokens,
+                                       groups[d].requests > 0 && key && *key == groups[d].key};
+        }
       }
       const StopDecision decision = Timed([&] { return policy_.Decide(context); });
       // An empty batch always takes its first candidate: a step with nothing to run would only

@@ -162,18 +162,19 @@ class Simulator {
   bool ScheduleRunning(uint32_t& budget_tokens);
   void AdmitWaiting(uint32_t& budget_tokens);
   static constexpr uint32_t kNoPrefix = 0xffffffffu;
-  // The batch's prefix groups for StopContext's majority fields: requests keyed by the chain
-  // hash that covers their first kGroupTokens tokens (none when the prompt is shorter).
-  static constexpr uint32_t kGroupTokens = 256;
-  struct BatchGroups {
-    PrefixHash majority = 0;
-    uint32_t majority_requests = 0;
-    uint32_t majority_prefix_tokens = 0;
-    RequestId member = kNoRequest;  // a request of the majority group
+  // The batch's prefix groups for StopContext::largest_groups: at each depth, requests keyed by
+  // the chain hash that covers their first `depth` tokens (none when the prompt is shorter).
+  struct BatchGroup {
+    PrefixHash key = 0;
+    uint32_t requests = 0;
+    uint32_t prefix_tokens = 0;
+    RequestId member = kNoRequest;  // a request of the largest group
   };
-  [[nodiscard]] std::optional<PrefixHash> GroupKey(RequestId id) const;
+  static constexpr size_t kGroupDepths = StopContext::kPrefixGroupDepths.size();
+  using BatchGroups = std::array<BatchGroup, kGroupDepths>;
+  [[nodiscard]] std::optional<PrefixHash> GroupKey(RequestId id, size_t depth) const;
   void AddToGroups(RequestId id, BatchGroups& groups);
-  FlatHashMap<PrefixHash, uint32_t> group_counts_;
+  std::array<FlatHashMap<PrefixHash, uint32_t>, kGroupDepths> group_counts_;
   // Leading tokens a batch sharing `batch_prefix_tokens` (kNoPrefix: empty) would share with
   // request `id` admitted, given its cache hit (StopContext::candidate_common_prefix_tokens).
   [[nodiscard]] uint32_t SharedPrefixTokens(RequestId id, uint32_t cached_tokens,

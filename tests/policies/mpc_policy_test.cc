@@ -99,24 +99,23 @@ TEST_F(TrainedMpc, KeepsAHomogeneousBatchOfOnePrefix) {
   c.batch_kv_tokens = 400 * 5100;
   c.batch_unique_kv_tokens = 5000 + 400 * 100;
   c.batch_common_prefix_tokens = 5000;
-  c.majority_requests = 400;
-  c.majority_prefix_tokens = 5000;
+  c.largest_groups[0] = {400, 5000, false};
   c.candidate_tokens = 5100;
   c.candidate_cached_tokens = 5000;
   // A member of the prefix keeps cascade: the batch grows.
   c.candidate_common_prefix_tokens = 5000;
-  c.candidate_in_majority = true;
+  c.largest_groups[0].candidate_in = true;
   EXPECT_EQ(policy_.Decide(c), StopDecision::kAdd);
   // A request of another prefix would end cascade for 400 requests: stop.
   c.candidate_common_prefix_tokens = 0;
-  c.candidate_in_majority = false;
+  c.largest_groups[0].candidate_in = false;
   c.candidate_cached_tokens = 0;
   EXPECT_EQ(policy_.Decide(c), StopDecision::kStop);
   // Once the batch has drained to a few requests, sharing the weights wins: hand over.
   c.batch_size = 6;
   c.batch_kv_tokens = 6 * 5100;
   c.batch_unique_kv_tokens = 5000 + 6 * 100;
-  c.majority_requests = 6;
+  c.largest_groups[0].requests = 6;
   EXPECT_EQ(policy_.Decide(c), StopDecision::kAdd);
 }
 
@@ -125,8 +124,7 @@ TEST_F(TrainedMpc, WithoutSharingTheBatchGrows) {
   c.batch_size = 300;
   c.batch_kv_tokens = 300 * 5100;
   c.batch_unique_kv_tokens = 300 * 5100;
-  c.majority_requests = 1;  // every request its own prefix
-  c.majority_prefix_tokens = 5100;
+  c.largest_groups[0] = {1, 5100, false};  // every request its own prefix
   c.candidate_tokens = 5100;
   EXPECT_EQ(policy_.Decide(c), StopDecision::kAdd);
 }
@@ -139,14 +137,33 @@ TEST_F(TrainedMpc, AMixedBatchConvergesToItsLargestGroup) {
   c.batch_kv_tokens = 499 * 5100;
   c.batch_unique_kv_tokens = 5 * 5000 + 499 * 100;
   c.batch_common_prefix_tokens = 0;
-  c.majority_requests = 100;
-  c.majority_prefix_tokens = 5000;
+  c.largest_groups[0] = {100, 5000, false};
   c.candidate_tokens = 5100;
   c.candidate_cached_tokens = 5000;
-  c.candidate_in_majority = false;
   EXPECT_EQ(policy_.Decide(c), StopDecision::kStop);
-  c.candidate_in_majority = true;  // a member of the largest group joins
+  c.largest_groups[0].candidate_in = true;  // a member of the largest group joins
   EXPECT_EQ(policy_.Decide(c), StopDecision::kAdd);
+}
+
+TEST_F(TrainedMpc, ADeeperGroupCountsWhereTheShallowOneHoldsTheCandidate) {
+  // Radix-shaped sharing: all 400 share 2,000 tokens, 300 of them 4,000. A candidate of the
+  // other branch stays in the 256- to 1K-token groups but leaves the 2K-token one.
+  StopContext c;
+  c.batch_size = 400;
+  c.batch_kv_tokens = 400 * 4100;
+  c.batch_unique_kv_tokens = 4000 + 2000 + 400 * 100;
+  c.batch_common_prefix_tokens = 2000;
+  c.largest_groups[0] = {400, 2000, true};
+  c.largest_groups[1] = {400, 2000, true};
+  c.largest_groups[2] = {400, 2000, true};
+  c.largest_groups[3] = {300, 4000, false};
+  c.candidate_tokens = 4100;
+  c.candidate_cached_tokens = 4000;
+  c.candidate_common_prefix_tokens = 2000;
+  const StopDecision with_depth = policy_.Decide(c);
+  c.largest_groups[3] = {};
+  EXPECT_EQ(policy_.Decide(c), StopDecision::kAdd);  // keeps the 2,000-token cascade
+  EXPECT_EQ(with_depth, StopDecision::kStop);         // 300 over 4,000 tokens decode faster
 }
 
 TEST_F(TrainedMpc, FrozenKeepsItsFitAndDecidesTheSame) {
