@@ -52,10 +52,6 @@ KvCache::KvCache(const KvCacheConfig& config)
   }
 }
 
-const KvCache::RequestState* KvCache::Find(RequestId id) const {
-  return id < requests_.size() ? &requests_[id] : nullptr;
-}
-
 uint32_t KvCache::HitBlocks(ChainView chain, uint32_t prompt_tokens) const {
   if (!config_.prefix_caching || prompt_tokens == 0) return 0;
   // vLLM caps the hit at prompt_tokens - 1 so the last prompt token is recomputed for logits.

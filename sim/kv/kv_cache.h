@@ -133,7 +133,9 @@ class KvCache {
     uint32_t next = kNoBlock;
   };
 
-  [[nodiscard]] const RequestState* Find(RequestId id) const;
+  [[nodiscard]] const RequestState* Find(RequestId id) const {
+    return id < requests_.size() ? &requests_[id] : nullptr;
+  }
   [[nodiscard]] uint32_t HitBlocks(ChainView chain, uint32_t prompt_tokens) const;
   void QueueUnlink(uint32_t block);
   void QueuePushBack(uint32_t block);

@@ -302,8 +302,7 @@ void Simulator::RegisterScheduledBlocks(RequestId id, uint32_t new_tokens) {
   // No block fills this step (15 decode steps in 16): nothing to do, as every earlier step's
   // blocks (or, just admitted, the hit) were passed already.
   const RequestState& s = state_[id];
-  const uint32_t block = config_.block_tokens;
-  if ((s.computed_tokens + new_tokens) / block == s.computed_tokens / block) return;
+  if (s.computed_tokens % config_.block_tokens + new_tokens < config_.block_tokens) return;
   kv_.CacheBlocks(id, ChainOf(id), s.computed_tokens + new_tokens);
 }
 
