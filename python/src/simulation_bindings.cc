@@ -9,7 +9,6 @@
 //
 // One of the two files of python/ (with run_bindings.cc) that include sim/ headers.
 #include <cstdint>
-#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -20,9 +19,6 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
-#include "policies/selector.h"
-#include "policies/selector_factory.h"
-#include "policies/stop_policy.h"
 #include "python/src/bindings.h"
 #include "sim/engine/engine.h"
 #include "sim/io/scenario.h"
@@ -43,25 +39,13 @@ nb::ndarray<nb::numpy, const T, nb::ndim<1>> ToArray(std::vector<T> values) {
   return nb::ndarray<nb::numpy, const T, nb::ndim<1>>(owned->data(), {owned->size()}, owner);
 }
 
-// Everything a run needs, owned in one place; the Simulator borrows the rest, so it is built
-// last and destroyed first.
 class Simulation {
  public:
   Simulation(const std::string& scenario_path, const std::vector<std::string>& overrides)
-      : scenario_(LoadScenarioFile(scenario_path, overrides)),
-        prepared_(PrepareRun(scenario_)),
-        workload_(GenerateWorkload(scenario_.workload, scenario_.seed)),
-        policy_(MakeScenarioPolicy(scenario_)),
-        engine_(MakeEngine(prepared_)) {
-    SelectorOptions options = scenario_.selector_options;
-    options.expected_requests = static_cast<uint32_t>(workload_.size());
-    selector_ = MakeSelector(scenario_.selector, options);
-    simulator_ = std::make_unique<Simulator>(prepared_.serving, workload_, *selector_, *policy_,
-                                             *engine_);
-  }
+      : run_(scenario_path, overrides) {}
 
   nb::dict Serving() const {
-    const ServingConfig& s = prepared_.serving;
+    const ServingConfig& s = run_.prepared().serving;
     nb::dict d;
     d["max_num_batched_tokens"] = s.max_num_batched_tokens;
     d["max_num_seqs"] = s.max_num_seqs;
@@ -71,24 +55,24 @@ class Simulation {
     d["chunked_prefill"] = s.chunked_prefill;
     d["cascade_attention"] = s.cascade_attention;
     d["reserve_full_sequence"] = s.reserve_full_sequence;
-    d["selector"] = scenario_.selector;
-    d["stop"] = scenario_.stop;
-    d["name"] = scenario_.name;
+    d["selector"] = run_.scenario().selector;
+    d["stop"] = run_.scenario().stop;
+    d["name"] = run_.scenario().name;
     return d;
   }
 
   nb::dict Requests() const {
-    const size_t n = workload_.size();
+    const size_t n = run_.workload().size();
     std::vector<uint64_t> offsets(n + 1, 0);
     std::vector<int32_t> tokens;
     for (size_t i = 0; i < n; ++i) {
-      workload_.prompts.Prompt(i).ForEachPiece(
+      run_.workload().prompts.Prompt(i).ForEachPiece(
           [&](std::span<const Token> piece) { tokens.insert(tokens.end(), piece.begin(), piece.end()); });
       offsets[i + 1] = tokens.size();
     }
     nb::dict d;
-    d["arrival_ns"] = ToArray(workload_.arrival_ns);
-    d["output_tokens"] = ToArray(workload_.output_tokens);
+    d["arrival_ns"] = ToArray(run_.workload().arrival_ns);
+    d["output_tokens"] = ToArray(run_.workload().output_tokens);
     d["prompt_offsets"] = ToArray(std::move(offsets));
     d["prompt_tokens"] = ToArray(std::move(tokens));
     return d;
@@ -97,7 +81,7 @@ class Simulation {
   // The next step as feather's scheduler forms it, or None when the run is over.
   nb::object Schedule() {
     if (plan_) throw std::logic_error("schedule() called twice without complete()");
-    plan_ = simulator_->Schedule();
+    plan_ = run_.simulator().Schedule();
     if (!plan_) return nb::none();
     const BatchPlan& batch = plan_->batch;
     nb::list requests;
@@ -108,7 +92,7 @@ class Simulation {
     nb::list preempted;
     for (const RequestId id : plan_->preempted) preempted.append(id);
     nb::dict d;
-    d["now_ns"] = simulator_->NowNs();
+    d["now_ns"] = run_.simulator().NowNs();
     d["scheduler_ns"] = plan_->scheduler_ns;
     d["admitted"] = plan_->admitted;
     d["requests"] = requests;
@@ -120,20 +104,14 @@ class Simulation {
   // Runs the scheduled step on the scenario's engine and completes it; returns its time (ns).
   int64_t Complete() {
     if (!plan_) throw std::logic_error("complete() without a step from schedule()");
-    const StepTiming timing = engine_->Execute(plan_->batch);
-    simulator_->Complete(*plan_, timing);
+    const StepTiming timing = run_.engine().Execute(plan_->batch);
+    run_.simulator().Complete(*plan_, timing);
     plan_.reset();
     return timing.total_ns;
   }
 
  private:
-  Scenario scenario_;
-  PreparedRun prepared_;
-  Workload workload_;
-  std::unique_ptr<StopPolicy> policy_;
-  std::unique_ptr<Engine> engine_;
-  std::unique_ptr<CandidateSelector> selector_;
-  std::unique_ptr<Simulator> simulator_;
+  SteppedRun run_;
   std::optional<SchedulePlan> plan_;
 };
 

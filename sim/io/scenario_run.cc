@@ -125,6 +125,19 @@ SimResult ExecuteRunOn(const PreparedRun& prepared, const Workload& workload, St
   return simulator.Run(progress);
 }
 
+SteppedRun::SteppedRun(const std::string& scenario_path, const std::vector<std::string>& overrides)
+    : scenario_(LoadScenarioFile(scenario_path, overrides)),
+      prepared_(PrepareRun(scenario_)),
+      workload_(GenerateWorkload(scenario_.workload, scenario_.seed)),
+      policy_(MakeScenarioPolicy(scenario_)),
+      engine_(MakeEngine(prepared_)) {
+  SelectorOptions options = scenario_.selector_options;
+  options.expected_requests = static_cast<uint32_t>(workload_.size());
+  selector_ = MakeSelector(scenario_.selector, options);
+  simulator_ = std::make_unique<Simulator>(prepared_.serving, workload_, *selector_, *policy_,
+                                           *engine_);
+}
+
 std::unique_ptr<Engine> MakeEngine(const PreparedRun& prepared) {
   if (prepared.scenario.engine == "model") {
     return std::make_unique<ModelEngine>(

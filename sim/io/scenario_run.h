@@ -66,6 +66,32 @@ void RegisterEngine(const std::string& name, EngineFactory factory);
                                      const std::function<void(const SimProgress&)>& progress = {},
                                      uint64_t max_steps = 0);
 
+// A scenario's serving loop for a caller that steps it (Simulator::Schedule / Complete): the
+// Python API's feather.Simulation, the vLLM golden test. Owns everything the Simulator borrows
+// (scenario, prepared run, workload, policy, engine, selector), built in that order, with the
+// Simulator last. Throws as LoadScenarioFile and PrepareRun do.
+class SteppedRun {
+ public:
+  SteppedRun(const std::string& scenario_path, const std::vector<std::string>& overrides);
+  SteppedRun(const SteppedRun&) = delete;
+  SteppedRun& operator=(const SteppedRun&) = delete;
+
+  [[nodiscard]] const Scenario& scenario() const { return scenario_; }
+  [[nodiscard]] const PreparedRun& prepared() const { return prepared_; }
+  [[nodiscard]] const Workload& workload() const { return workload_; }
+  [[nodiscard]] Engine& engine() { return *engine_; }
+  [[nodiscard]] Simulator& simulator() { return *simulator_; }
+
+ private:
+  Scenario scenario_;
+  PreparedRun prepared_;
+  Workload workload_;
+  std::unique_ptr<StopPolicy> policy_;
+  std::unique_ptr<Engine> engine_;
+  std::unique_ptr<CandidateSelector> selector_;
+  std::unique_ptr<Simulator> simulator_;
+};
+
 // What summary.json records about the resolved run beyond the scenario: the KV pool, the model
 // and profile that were used.
 [[nodiscard]] nlohmann::ordered_json ResolvedRunJson(const PreparedRun& prepared);

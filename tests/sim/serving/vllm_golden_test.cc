@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <fstream>
 #include <map>
-#include <memory>
 #include <optional>
 #include <sstream>
 #include <string>
@@ -22,11 +21,6 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
-#include "policies/selector.h"
-#include "policies/selector_factory.h"
-#include "policies/stop_policy.h"
-#include "sim/engine/engine.h"
-#include "sim/io/scenario.h"
 #include "sim/io/scenario_run.h"
 #include "sim/serving/simulator.h"
 #include "sim/workload/workload.h"
@@ -115,49 +109,34 @@ Golden ReadGolden(const std::string& path) {
 }
 
 // A scenario's serving loop, stepped as feather.Simulation steps it (python/src/).
-class SteppedRun {
+class GoldenSteps {
  public:
-  SteppedRun(const std::string& path, std::vector<std::string> overrides)
-      : scenario_(LoadScenarioFile(path, overrides)),
-        prepared_(PrepareRun(scenario_)),
-        workload_(GenerateWorkload(scenario_.workload, scenario_.seed)),
-        policy_(MakeScenarioPolicy(scenario_)),
-        engine_(MakeEngine(prepared_)) {
-    SelectorOptions options = scenario_.selector_options;
-    options.expected_requests = static_cast<uint32_t>(workload_.size());
-    selector_ = MakeSelector(scenario_.selector, options);
-    simulator_ = std::make_unique<Simulator>(prepared_.serving, workload_, *selector_, *policy_,
-                                             *engine_);
-  }
+  GoldenSteps(const std::string& path, const std::vector<std::string>& overrides)
+      : run_(path, overrides) {}
 
   // The next step, completed on the scenario's engine, in the golden's terms; nullopt at the end.
   std::optional<GoldenStep> Next() {
-    const std::optional<SchedulePlan> plan = simulator_->Schedule();
+    const std::optional<SchedulePlan> plan = run_.simulator().Schedule();
     if (!plan) return std::nullopt;
     GoldenStep step;
-    const uint32_t block = prepared_.serving.block_tokens;
+    const uint32_t block = run_.prepared().serving.block_tokens;
+    const Workload& workload = run_.workload();
     for (const StepRequest& r : plan->batch.requests) {
       step.scheduled.push_back({r.id, r.context_tokens, r.new_tokens});
       // The step that computes a request's last sequence token samples its last output token.
-      const uint64_t end = workload_.prompts.Prompt(r.id).size() + workload_.output_tokens[r.id];
+      const uint64_t end = workload.prompts.Prompt(r.id).size() + workload.output_tokens[r.id];
       if (uint64_t{r.context_tokens} + r.new_tokens + 1 == end) step.finished.push_back(r.id);
     }
     step.preempted.assign(plan->preempted.begin(), plan->preempted.end());
     std::sort(step.preempted.begin(), step.preempted.end());
     std::sort(step.finished.begin(), step.finished.end());
     step.common_prefix_blocks = plan->batch.common_prefix_tokens / block;
-    simulator_->Complete(*plan, engine_->Execute(plan->batch));
+    run_.simulator().Complete(*plan, run_.engine().Execute(plan->batch));
     return step;
   }
 
  private:
-  Scenario scenario_;
-  PreparedRun prepared_;
-  Workload workload_;
-  std::unique_ptr<StopPolicy> policy_;
-  std::unique_ptr<Engine> engine_;
-  std::unique_ptr<CandidateSelector> selector_;
-  std::unique_ptr<Simulator> simulator_;
+  SteppedRun run_;
 };
 
 // Steps compare as conformance.py's Step.key() does, plus the finished requests: the scheduled
@@ -178,8 +157,8 @@ TEST_P(VllmGolden, FeatherFormsEveryStepVllmRecorded) {
   const Golden golden = ReadGolden(kGoldenDir + name + ".jsonl");
   ASSERT_FALSE(golden.steps.empty());
   ASSERT_EQ(golden.header.at("steps").get<size_t>(), golden.steps.size());
-  SteppedRun run(kGoldenDir + name + ".yaml",
-                 golden.header.value("overrides", std::vector<std::string>{}));
+  GoldenSteps run(kGoldenDir + name + ".yaml",
+                  golden.header.value("overrides", std::vector<std::string>{}));
   size_t index = 0;
   for (; index < golden.steps.size(); ++index) {
     const std::optional<GoldenStep> ours = run.Next();
@@ -219,7 +198,7 @@ TEST(VllmGoldenCoverage, TheRecordingsHoldTheEventsTheyAreFor) {
 // A recording changed in one field is caught: the reader and the comparison are not vacuous.
 TEST(VllmGoldenCoverage, AChangedStepIsCaught) {
   Golden golden = ReadGolden(kGoldenDir + "no-chunking.jsonl");
-  SteppedRun run(kGoldenDir + "no-chunking.yaml", {});
+  GoldenSteps run(kGoldenDir + "no-chunking.yaml", {});
   for (size_t i = 0; i < 20; ++i) {
     const std::optional<GoldenStep> ours = run.Next();
     ASSERT_TRUE(ours.has_value());
