@@ -168,6 +168,8 @@ def _sglang_env():
     except ImportError:  # 0.5.6 and older
         InsertParams = None
 
+    literal_fallback = not hasattr(schedule_policy, "WAITING_QUEUE_PREFIX_MATCH_MAX")
+
     def ids(seq):
         return array("q", seq) if InsertParams else list(seq)
 
@@ -183,7 +185,7 @@ def _sglang_env():
 
     def new_policy(name, tree):
         sched = schedule_policy.SchedulePolicy(name, tree, False, False, False)
-        if not hasattr(schedule_policy, "WAITING_QUEUE_PREFIX_MATCH_MAX"):
+        if literal_fallback:
             sched._determine_active_policy = lambda queue: sched.policy
         return sched
 
