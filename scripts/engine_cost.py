@@ -22,7 +22,8 @@ runs all of it):
 
   engine_cost.py measure-vllm   OUT.jsonl [--quick]
   engine_cost.py measure-sglang OUT.jsonl [--quick]
-  engine_cost.py fit OUT.yaml ROWS.jsonl...   # least squares, held-out grid points, YAML table
+  engine_cost.py fit OUT.yaml ROWS.jsonl... [--copy-from TABLE.yaml]
+                                # least squares, held-out grid points, YAML table
   engine_cost.py check-sglang TABLE.yaml W P G # one point measured against the table
   engine_cost.py what-if TABLE.yaml WHEEL OUT.yaml  # an older SGLang's per-token match added
 
@@ -145,45 +146,72 @@ def _sglang_grid(quick: bool) -> list[tuple[int, int, int, int]]:
 
 
 def _sglang_env():
-    """Imports SGLang's policy and cache on the CPU and sets the server args they read."""
+    """Imports SGLang's policy and cache on the CPU and sets the server args they read.
+
+    Returns (sglang, schedule_policy, Req, SamplingParams, new_tree, new_policy, ids):
+    new_tree(seqs) is a simulated RadixCache holding seqs, new_policy(name, tree) a
+    SchedulePolicy with LPM's FCFS fallback off, ids(seq) token ids as that release passes them.
+    Two API generations: 0.5.23 (InsertParams, array token ids, the fallback a module constant)
+    and 0.5.6 (insert(key, value), list token ids, the fallback a literal 128 in
+    _determine_active_policy, replaced on the instance: the one change the paper made).
+    """
     os.environ.setdefault("SGLANG_DISABLE_REQUEST_LOGGING", "1")
-    import torch  # noqa: F401
+    import torch
     import sglang
     from sglang.srt.managers import schedule_policy
     from sglang.srt.managers.schedule_batch import Req
-    from sglang.srt.mem_cache.base_prefix_cache import InsertParams
     from sglang.srt.mem_cache.radix_cache import RadixCache, RadixKey
     from sglang.srt.sampling.sampling_params import SamplingParams
 
+    try:
+        from sglang.srt.mem_cache.base_prefix_cache import InsertParams
+    except ImportError:  # 0.5.6 and older
+        InsertParams = None
+
+    literal_fallback = not hasattr(schedule_policy, "WAITING_QUEUE_PREFIX_MATCH_MAX")
+
+    def ids(seq):
+        return array("q", seq) if InsertParams else list(seq)
+
+    def new_tree(seqs):
+        tree = RadixCache.create_simulated()
+        for seq in seqs:
+            key, value = RadixKey(token_ids=ids(seq)), torch.arange(len(seq), dtype=torch.int64)
+            if InsertParams:
+                tree.insert(InsertParams(key=key, value=value))
+            else:
+                tree.insert(key, value)
+        return tree
+
+    def new_policy(name, tree):
+        sched = schedule_policy.SchedulePolicy(name, tree, False, False, False)
+        if literal_fallback:
+            sched._determine_active_policy = lambda queue: sched.policy
+        return sched
+
     # The paper turned LPM's FCFS fallback above 128 waiting requests off.
     schedule_policy.WAITING_QUEUE_PREFIX_MATCH_MAX = 1 << 30
-    return sglang, schedule_policy, Req, InsertParams, RadixCache, RadixKey, SamplingParams
+    return sglang, schedule_policy, Req, SamplingParams, new_tree, new_policy, ids
 
 
 def measure_sglang(out: str, quick: bool) -> None:
-    import torch
-
-    (sglang, schedule_policy, Req, InsertParams, RadixCache, RadixKey,
-     SamplingParams) = _sglang_env()
+    sglang, _, Req, SamplingParams, new_tree, new_policy, ids = _sglang_env()
     rng = random.Random(2)
     rows = []
     for policy in ("lpm", "dfs-weight"):
         for w, p, g, h in _sglang_grid(quick):
-            tree = RadixCache.create_simulated()
             prompts = _prompts(w, p, g, rng)
             # What the engine has cached: each group's prefix once (the first request of each
             # group ran), plus H unrelated sequences of P/4 tokens (history).
             cached = [prompts[i] for i in range(min(g, w))]
             cached += [[rng.randrange(3, 30000) for _ in range(max(16, p // 4))]
                        for _ in range(h)]
-            for seq in cached:
-                tree.insert(InsertParams(key=RadixKey(token_ids=array("q", seq)),
-                                         value=torch.arange(len(seq), dtype=torch.int64)))
+            tree = new_tree(cached)
             nodes = _count_nodes(tree.root_node)
-            sched = schedule_policy.SchedulePolicy(policy, tree, False, False, False)
+            sched = new_policy(policy, tree)
             reps = 5 if w <= 256 else 2
             for rep in range(reps):
-                queue = [Req(rid=f"r{rep}-{i}", origin_input_text="", origin_input_ids=array("q", prompt),
+                queue = [Req(rid=f"r{rep}-{i}", origin_input_text="", origin_input_ids=ids(prompt),
                              sampling_params=SamplingParams(max_new_tokens=16))
                          for i, prompt in enumerate(prompts)]
                 _, ns = _timed(lambda: sched.calc_priority(queue))
@@ -199,10 +227,7 @@ def check_sglang(table: str, w: int, p: int, g: int) -> None:
     """calc_priority measured at one point (outside the grid, say) against TABLE's prediction."""
     import re
 
-    import torch
-
-    (_, schedule_policy, Req, InsertParams, RadixCache, RadixKey,
-     SamplingParams) = _sglang_env()
+    sglang, _, Req, SamplingParams, new_tree, new_policy, ids = _sglang_env()
     text = open(table).read()
 
     def term(op: str, name: str) -> float:
@@ -212,23 +237,20 @@ def check_sglang(table: str, w: int, p: int, g: int) -> None:
 
     prompts = _prompts(w, p, g, random.Random(5), unique_tokens=100)
     for policy, op in (("lpm", "sglang_lpm"), ("dfs-weight", "sglang_dfs_weight")):
-        tree = RadixCache.create_simulated()
-        for seq in prompts[:g]:
-            tree.insert(InsertParams(key=RadixKey(token_ids=array("q", seq)),
-                                     value=torch.arange(len(seq), dtype=torch.int64)))
+        tree = new_tree(prompts[:g])
         nodes = _count_nodes(tree.root_node)
-        sched = schedule_policy.SchedulePolicy(policy, tree, False, False, False)
+        sched = new_policy(policy, tree)
         times = []
         for rep in range(3):
             queue = [Req(rid=f"r{rep}-{i}", origin_input_text="",
-                         origin_input_ids=array("q", prompt),
+                         origin_input_ids=ids(prompt),
                          sampling_params=SamplingParams(max_new_tokens=16))
                      for i, prompt in enumerate(prompts)]
             times.append(_timed(lambda: sched.calc_priority(queue))[1])
         predicted = (term(op, "constant_ns") + term(op, "per_waiting_ns") * w +
                      term(op, "per_waiting_token_ns") * w * p + term(op, "per_tree_node_ns") * nodes)
         measured = sorted(times)[1]
-        print(f"{policy}: W={w} P={p} G={g} ({nodes} nodes): measured {measured / 1e6:.1f} ms, "
+        print(f"sglang {sglang.__version__} {policy}: W={w} P={p} G={g} ({nodes} nodes): measured {measured / 1e6:.1f} ms, "
               f"table {predicted / 1e6:.1f} ms ({predicted / measured - 1:+.1%})")
 
 
@@ -329,6 +351,8 @@ def main(argv: list[str] | None = None) -> int:
     p = sub.add_parser("fit")
     p.add_argument("out")
     p.add_argument("rows", nargs="+")
+    p.add_argument("--copy-from", metavar="TABLE",
+                   help="copy the operations no row measures from TABLE (sources unchanged)")
     args = parser.parse_args(argv)
     if args.command == "measure-vllm":
         measure_vllm(args.out, args.quick)
@@ -340,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
         what_if(args.table, old_match(args.wheel), args.wheel, args.out)
     else:
         from engine_cost_fit import fit_main
-        return fit_main(args.out, args.rows)
+        return fit_main(args.out, args.rows, args.copy_from)
     return 0
 
 

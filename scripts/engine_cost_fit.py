@@ -105,25 +105,53 @@ def _q(text: str) -> str:
     return json.dumps(text)
 
 
-def fit_main(out: str, paths: list[str]) -> int:
+def _blocks(table: str) -> dict[str, list[str]]:
+    """A table's `engines:` entries and `operations:` blocks, by name, as text lines."""
+    blocks: dict[str, list[str]] = {}
+    section, name = "", ""
+    for line in open(table).read().splitlines():
+        if line and not line.startswith((" ", "#")):
+            section, name = line.rstrip(":"), ""
+        elif section in ("engines", "operations") and line.startswith("  ") and \
+                not line.startswith("   "):
+            name = f"{section}.{line.strip().split(':')[0]}"
+            blocks[name] = [line]
+        elif name:
+            blocks[name].append(line)
+    return blocks
+
+
+def fit_main(out: str, paths: list[str], copy_from: str | None = None) -> int:
+    """Fits every operation with rows in paths; with copy_from, an operation (and its engine's
+    version) without rows is copied verbatim from that table, sources unchanged."""
     headers, rows = _read(paths)
+    copied = _blocks(copy_from) if copy_from else {}
     lines = ["# Engine scheduling cost table: CPU time of the real engines' scheduling calls per",
              "# round, measured by scripts/engine-cost.sh (scripts/engine_cost.py) on the machine",
              "# named below and fitted by least squares (scripts/engine_cost_fit.py). Schema:",
-             "# results/engine-cost/README.md; read by `scheduler_time: engine`.",
-             "measured_on:"]
+             "# results/engine-cost/README.md; read by `scheduler_time: engine`."]
+    engines = sorted(set(headers) | {OPERATIONS[op][0] for op in OPERATIONS
+                                     if f"operations.{op}" in copied})
+    if copied:
+        lines.append(f"# Operations of engines not measured here ({', '.join(sorted(set(engines) - set(headers)))})"
+                     f" are copied from {copy_from}.")
+    lines.append("measured_on:")
     some = next(iter(headers.values()))
     for key in ("host", "cpu_model", "python", "date_utc"):
         if some.get(key):
             lines.append(f"  {key}: {_q(str(some[key]))}")
     lines.append("engines:")
-    for engine, header in sorted(headers.items()):
-        lines.append(f"  {engine}: {{version: {_q(header['version'])}}}")
+    for engine in engines:
+        if engine in headers:
+            lines.append(f"  {engine}: {{version: {_q(headers[engine]['version'])}}}")
+        else:
+            lines += copied[f"engines.{engine}"]
     lines.append("operations:")
     report = []
     for op, (engine, row_op, call, features) in OPERATIONS.items():
         op_rows = [r for r in rows if r["engine"] == engine and r["op"] == row_op]
         if not op_rows:
+            lines += copied.get(f"operations.{op}", [])
             continue
         result = fit_operation(op_rows, features)
         machine = f"{headers[engine].get('host', '')} ({headers[engine].get('cpu_model', '')})"

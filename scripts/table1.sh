@@ -5,8 +5,8 @@
 #
 #   scripts/table1.sh [--build DIR] [--set key=value]...
 #
-# --set goes to every run (e.g. --set scheduler_engine_cost=results/engine-cost/what-if/
-# sglang-0.5.6-match.yaml for SGLang's older token-by-token radix match). Deterministic: the same
+# --set goes to every run (e.g. --set scheduler_engine_cost=results/engine-cost/sglang-0.5.6.yaml
+# for SGLang 0.5.6, whose radix match runs token by token in Python). Deterministic: the same
 # table, scenario and seed give the same figures. About 20 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."

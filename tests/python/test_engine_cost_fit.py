@@ -89,3 +89,26 @@ def test_fit_main_writes_a_table_the_simulator_reads(tmp_path, feather_binary):
     summary = json.loads((tmp_path / "out" / "summary.json").read_text())
     assert summary["scheduler_cpu_s"] > 0
     assert summary["scenario"]["resolved"]["engine_cost_operation"] == "sglang_lpm"
+
+
+def test_copy_from_keeps_the_other_engine_verbatim(tmp_path):
+    """engine-cost.sh --sglang-version: SGLang fitted, vLLM copied from the shipped table."""
+    shipped = REPO / "results" / "engine-cost" / "amd-epyc-vm.yaml"
+    rows = _rows("sglang", "lpm", {"constant": 5e4, "waiting_token": 45.0}, _sglang_grid())
+    rows += _rows("sglang", "dfs-weight", {"constant": 6e4, "waiting_token": 48.0,
+                                           "tree_node": 1000.0}, _sglang_grid())
+    data = tmp_path / "rows.jsonl"
+    with open(data, "w") as f:
+        f.write(json.dumps({"header": {"engine": "sglang", "version": "0.5.6", "host": "h",
+                                       "cpu_model": "c"}}) + "\n")
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+    table = tmp_path / "table.yaml"
+    assert engine_cost_fit.fit_main(str(table), [str(data)], str(shipped)) == 0
+    ours, theirs = engine_cost_fit._blocks(str(table)), engine_cost_fit._blocks(str(shipped))
+    assert ours["operations.vllm_schedule"] == theirs["operations.vllm_schedule"]
+    assert ours["engines.vllm"] == theirs["engines.vllm"]
+    assert ours["engines.sglang"] == ['  sglang: {version: "0.5.6"}']
+    lpm = "\n".join(ours["operations.sglang_lpm"])
+    assert 'machine: "h (c)"' in lpm and "source: measured" in lpm
+    assert ours["operations.sglang_lpm"] != theirs["operations.sglang_lpm"]
