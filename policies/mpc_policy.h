@@ -21,10 +21,11 @@
 // of the step also reads (served partly from cache on a GPU: a separate coefficient). With
 // cascade the shared prefix of P tokens is read once: T becomes T − (n − 1)·P. Fitted by
 // non-negative least squares (every term is a cost) with exponential forgetting (weight
-// `forgetting` per step) and a small ridge
-// term (relative to each feature's scale: it keeps a feature that never varied, such as the
-// redundant reads of a workload without sharing, from making the system singular), on every step's decode part (StepFeedback::decode_ns; on an engine that cannot price
-// it, on the steps without prefill). It needs no training and runs on a real engine alike.
+// `forgetting` per step) and a small ridge term (relative to each feature's scale: it keeps a
+// feature that never varied, such as the redundant reads of a workload without sharing, from
+// making the system singular), on every step's decode part (StepFeedback::decode_ns; on an
+// engine that cannot price it, on the steps without prefill). It needs no training and runs on
+// a real engine alike.
 //
 // Decide() for a candidate joining a batch of n requests (those running and those admitted
 // this round), with T, U and the common prefix P of the batch, and the candidate's sequence
@@ -33,13 +34,19 @@
 //   * before:  n requests, (T, U),                cascade iff P  ≥ cascade_min_prefix_tokens
 //                                                  and n ≥ cascade_min_requests;
 //   * after:   n + 1,      (T + L, U + L − H),    cascade by the same rule with P' = min(P, ·);
-//   * Add iff (n + 1) / t_after ≥ (1 − margin) · n / t_before.
+//   * converged, for each depth of StopContext::kPrefixGroupDepths whose largest group of the
+//     batch (m requests sharing P_g tokens) does not hold the candidate: the batch reduced to
+//     that group, m requests of the batch's mean length, with cascade over P_g;
+//   * Add iff (n + 1) / t_after ≥ (1 − margin) · max(n / t_before, m / t_converged ...).
 // A larger batch of one prefix is always accepted; a candidate that ends cascade is accepted
 // only when the batch is small enough that sharing the weight stream gains more than the
-// repeated prefix reads cost, which is when a drained batch hands over to the next prefix.
+// repeated prefix reads cost, which is when a drained batch hands over to the next prefix; in a
+// mixed batch, a candidate outside a large group is held back so the batch can converge to it.
+// Known weakness (results/policy-suite/2026-11-24-mpc/): a Stop ends the round, and the
+// selector may keep proposing a group other than the one the batch should converge to.
 //
-// Complexity: Decide O(1) (a 4-term dot product); OnStepExecuted O(1) (4×4 normal equations,
-// solved on demand at most once per round: Cholesky on each of the 15 term subsets).
+// Complexity: Decide O(depths) (a 4-term dot product each); OnStepExecuted O(1) (4×4 normal
+// equations, solved on demand at most once per round: Cholesky on each of the 15 term subsets).
 // Allocation-free.
 #pragma once
 
