@@ -106,6 +106,18 @@ std::unique_ptr<StopPolicy> MakeScenarioPolicy(const Scenario& scenario) {
   return policy;
 }
 
+namespace {
+
+// The scenario's selector, sized for the workload.
+std::unique_ptr<CandidateSelector> MakeScenarioSelector(const Scenario& scenario,
+                                                        const Workload& workload) {
+  SelectorOptions options = scenario.selector_options;
+  options.expected_requests = static_cast<uint32_t>(workload.size());
+  return MakeSelector(scenario.selector, options);
+}
+
+}  // namespace
+
 SimResult ExecuteRun(const PreparedRun& prepared, const Workload& workload, StopPolicy& policy,
                      const std::function<void(const SimProgress&)>& progress, uint64_t max_steps) {
   std::unique_ptr<Engine> engine = MakeEngine(prepared);
@@ -115,10 +127,7 @@ SimResult ExecuteRun(const PreparedRun& prepared, const Workload& workload, Stop
 SimResult ExecuteRunOn(const PreparedRun& prepared, const Workload& workload, StopPolicy& policy,
                        Engine& engine, const std::function<void(const SimProgress&)>& progress,
                        uint64_t max_steps) {
-  const Scenario& s = prepared.scenario;
-  SelectorOptions selector_options = s.selector_options;
-  selector_options.expected_requests = static_cast<uint32_t>(workload.size());
-  std::unique_ptr<CandidateSelector> selector = MakeSelector(s.selector, selector_options);
+  std::unique_ptr<CandidateSelector> selector = MakeScenarioSelector(prepared.scenario, workload);
   ServingConfig serving = prepared.serving;
   if (max_steps > 0) serving.max_steps = max_steps;
   Simulator simulator(serving, workload, *selector, policy, engine);
@@ -131,9 +140,7 @@ SteppedRun::SteppedRun(const std::string& scenario_path, const std::vector<std::
       workload_(GenerateWorkload(scenario_.workload, scenario_.seed)),
       policy_(MakeScenarioPolicy(scenario_)),
       engine_(MakeEngine(prepared_)) {
-  SelectorOptions options = scenario_.selector_options;
-  options.expected_requests = static_cast<uint32_t>(workload_.size());
-  selector_ = MakeSelector(scenario_.selector, options);
+  selector_ = MakeScenarioSelector(scenario_, workload_);
   simulator_ = std::make_unique<Simulator>(prepared_.serving, workload_, *selector_, *policy_,
                                            *engine_);
 }

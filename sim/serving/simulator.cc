@@ -306,6 +306,19 @@ void Simulator::RegisterScheduledBlocks(RequestId id, uint32_t new_tokens) {
   kv_.CacheBlocks(id, ChainOf(id), s.computed_tokens + new_tokens);
 }
 
+namespace {
+
+// Leading positions, up to `limit`, where two block-hash chains agree (equal chain hashes name
+// the same registered block).
+size_t SharedLeadingBlocks(ChainView a, ChainView b, size_t limit) {
+  limit = std::min({limit, a.size(), b.size()});
+  size_t shared = 0;
+  while (shared < limit && a[shared] == b[shared]) ++shared;
+  return shared;
+}
+
+}  // namespace
+
 std::optional<PrefixHash> Simulator::GroupKey(RequestId id, size_t depth) const {
   const ChainView chain = ChainOf(id);
   const uint32_t blocks =
@@ -324,11 +337,8 @@ void Simulator::AddToGroups(RequestId id, BatchGroups& groups) {
     ++count;
     if (g.member != kNoRequest && *key == g.key) {
       // One more member: the group's shared prefix can only shrink to what this one shares.
-      const ChainView own = ChainOf(id);
-      const ChainView first = ChainOf(g.member);
-      const size_t limit = std::min<size_t>({g.prefix_tokens / block, own.size(), first.size()});
-      size_t shared = 0;
-      while (shared < limit && own[shared] == first[shared]) ++shared;
+      const size_t shared =
+          SharedLeadingBlocks(ChainOf(id), ChainOf(g.member), g.prefix_tokens / block);
       g.prefix_tokens = static_cast<uint32_t>(shared) * block;
       g.requests = count;
     } else if (count > g.requests) {
@@ -354,13 +364,9 @@ uint32_t Simulator::SharedPrefixTokens(RequestId id, uint32_t cached_tokens,
     return static_cast<uint32_t>(own.size()) * block;
   }
   // Blocks the candidate would share physically: its cache hit, as far as it follows the front
-  // request's chain (equal chain hashes name the same registered block).
-  const ChainView front = ChainOf(running_.front());
-  const size_t limit = std::min<size_t>({batch_prefix_tokens / block, cached_tokens / block,
-                                         own.size(), front.size()});
-  size_t shared = 0;
-  while (shared < limit && own[shared] == front[shared]) ++shared;
-  return static_cast<uint32_t>(shared) * block;
+  // request's chain.
+  const size_t limit = std::min(batch_prefix_tokens, cached_tokens) / block;
+  return static_cast<uint32_t>(SharedLeadingBlocks(own, ChainOf(running_.front()), limit)) * block;
 }
 
 void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
@@ -535,8 +541,8 @@ int64_t Simulator::RewardStepNs(const BatchPlan& plan, const StepTiming& timing,
   return decode_ns >= 0 ? decode_ns : timing.total_ns;
 }
 
-void Simulator::CompleteStep(const BatchPlan& plan, const StepTiming& timing,
-                             int64_t scheduler_ns, int64_t reward_ns, int64_t decode_ns) {
+void Simulator::CompleteStep(const BatchPlan& plan, const StepTiming& timing, int64_t scheduler_ns,
+                             int64_t reward_ns, int64_t decode_ns) {
   StepRecord step;
   step.start_ns = now_ns_;
   step.common_prefix_tokens = plan.common_prefix_tokens;
