@@ -80,7 +80,9 @@ namespace feather {
 
 struct ChtConfig {
   uint32_t chunk_tokens = 50;  // the authors' value for the heuristic and bandit policies
-  HashScheme hash_scheme = HashScheme::kStreaming;
+  // kStriped: every token read once at near XXH3 speed (cht/prefix_hash.h); kStreaming is the
+  // paper's Alg. ComputeHashes. Decisions do not depend on the scheme (up to 64-bit collisions).
+  HashScheme hash_scheme = HashScheme::kStriped;
   uint32_t expected_requests = 1024;  // capacity reserved up front (grows if exceeded)
   uint32_t expected_chunks = 1 << 16;
 };

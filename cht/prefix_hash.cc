@@ -5,8 +5,14 @@
 #include <xxhash.h>
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cstring>
 #include <thread>
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 #include "base/check.h"
 
@@ -15,6 +21,315 @@ namespace {
 
 constexpr uint64_t kStreamingSeed = 0;
 constexpr PrefixHash kChainInit = 0x6a09e667f3bcc909ULL;  // h_0 of the chained scheme
+
+// ---------------------------------------------------------------------------------------------
+// The striped scheme (see the header): XXH3's stripe accumulator, run over each chunk in 32-byte
+// stripes, with a per-chunk scramble and a light digest.
+//
+// State: four 64-bit lanes and the byte count so far. A chunk of L bytes is absorbed as
+// floor(L/32) stripes plus, when L is not a multiple of 32, one stripe of its last bytes padded
+// with zeros (every chunk starts a stripe, so the state after chunk c depends on the first c
+// chunks only). Per stripe, lane i with data word d and key word k (XXH3's accumulate step):
+//   acc[i ^ 1] += d;   acc[i] += lo32(d ^ k) * hi32(d ^ k)
+// After each chunk the lanes are scrambled as XXH3 scrambles its accumulators every block
+// (acc ^= acc >> 47; acc ^= key; acc *= 2654435761), and the digest is
+//   avalanche( bytes · P1 + fold(acc0 ^ s0, acc1 ^ s1) + fold(acc2 ^ s2, acc3 ^ s3) )
+// where fold is the 64x64 -> 128 multiply folded to 64 bits (XXH3's mergeAccs). The byte count
+// in the digest tells a partial final chunk from the same tokens followed by zeros.
+// The key words are a fixed table (splitmix64 of a constant). The SSE2 path (two lanes per
+// register) and the scalar path compute the same values; tests compare them.
+
+constexpr size_t kStripeBytes = 32;
+constexpr uint64_t kPrime32 = 2654435761ULL;
+constexpr uint64_t kPrime64 = 0x9E3779B185EBCA87ULL;
+constexpr size_t kStripeKeys = 8;  // key offset rotates over 8 stripes
+
+constexpr std::array<uint64_t, 4 * kStripeKeys + 8> MakeStripeKeys() {
+  std::array<uint64_t, 4 * kStripeKeys + 8> keys{};
+  uint64_t x = 0x243F6A8885A308D3ULL;  // pi
+  for (uint64_t& k : keys) {
+    x += 0x9E3779B97F4A7C15ULL;
+    uint64_t z = x;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+    k = z ^ (z >> 31);
+  }
+  return keys;
+}
+constexpr auto kStripeKeyTable = MakeStripeKeys();
+// Words [4·kStripeKeys, +4): scramble key; [+4, +8): digest key.
+constexpr size_t kScrambleKey = 4 * kStripeKeys;
+constexpr size_t kDigestKey = 4 * kStripeKeys + 4;
+
+struct StripedState {
+  alignas(16) uint64_t acc[4];
+  uint64_t bytes;
+};
+constexpr StripedState kStripedInit = {
+    {0x6a09e667f3bcc908ULL, 0xbb67ae8584caa73bULL, 0x3c6ef372fe94f82bULL, 0xa54ff53a5f1d36f1ULL},
+    0};
+
+uint64_t LoadWord(const unsigned char* p) {
+  uint64_t v;
+  std::memcpy(&v, p, 8);
+  return v;
+}
+
+// Absorbs `n` stripes at `data` (stripe s of the chunk uses key row s mod kStripeKeys).
+void AccumulateScalar(uint64_t* acc, const unsigned char* data, size_t n, size_t first_stripe) {
+  for (size_t s = 0; s < n; ++s) {
+    const uint64_t* key = &kStripeKeyTable[4 * ((first_stripe + s) % kStripeKeys)];
+    for (size_t i = 0; i < 4; ++i) {
+      const uint64_t d = LoadWord(data + 32 * s + 8 * i);
+      const uint64_t dk = d ^ key[i];
+      acc[i ^ 1] += d;
+      acc[i] += (dk & 0xffffffffULL) * (dk >> 32);
+    }
+  }
+}
+
+void ScrambleScalar(uint64_t* acc) {
+  for (size_t i = 0; i < 4; ++i) {
+    uint64_t a = acc[i];
+    a ^= a >> 47;
+    a ^= kStripeKeyTable[kScrambleKey + i];
+    acc[i] = a * kPrime32;
+  }
+}
+
+#if defined(__SSE2__)
+void AccumulateSse2(uint64_t* acc, const unsigned char* data, size_t n, size_t first_stripe) {
+  __m128i a0 = _mm_load_si128(reinterpret_cast<const __m128i*>(acc));
+  __m128i a1 = _mm_load_si128(reinterpret_cast<const __m128i*>(acc + 2));
+  size_t row = first_stripe % kStripeKeys;
+  for (size_t s = 0; s < n; ++s) {
+    const __m128i* key = reinterpret_cast<const __m128i*>(&kStripeKeyTable[4 * row]);
+    const __m128i d0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(data + 32 * s));
+    const __m128i d1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(data + 32 * s + 16));
+    const __m128i k0 = _mm_loadu_si128(key);
+    const __m128i k1 = _mm_loadu_si128(key + 1);
+    const __m128i dk0 = _mm_xor_si128(d0, k0);
+    const __m128i dk1 = _mm_xor_si128(d1, k1);
+    // lo32 * hi32 of each 64-bit lane; the data words swapped within each pair of lanes.
+    a0 = _mm_add_epi64(a0, _mm_mul_epu32(dk0, _mm_srli_epi64(dk0, 32)));
+    a1 = _mm_add_epi64(a1, _mm_mul_epu32(dk1, _mm_srli_epi64(dk1, 32)));
+    a0 = _mm_add_epi64(a0, _mm_shuffle_epi32(d0, _MM_SHUFFLE(1, 0, 3, 2)));
+    a1 = _mm_add_epi64(a1, _mm_shuffle_epi32(d1, _MM_SHUFFLE(1, 0, 3, 2)));
+    row = row + 1 == kStripeKeys ? 0 : row + 1;
+  }
+  _mm_store_si128(reinterpret_cast<__m128i*>(acc), a0);
+  _mm_store_si128(reinterpret_cast<__m128i*>(acc + 2), a1);
+}
+#endif
+
+void Accumulate(uint64_t* acc, const unsigned char* data, size_t n, size_t first_stripe) {
+#if defined(__SSE2__)
+  AccumulateSse2(acc, data, n, first_stripe);
+#else
+  AccumulateScalar(acc, data, n, first_stripe);
+#endif
+}
+
+__extension__ using Uint128 = unsigned __int128;  // GCC and Clang on 64-bit targets
+
+uint64_t Fold(uint64_t a, uint64_t b) {
+  const Uint128 p = static_cast<Uint128>(a) * b;
+  return static_cast<uint64_t>(p) ^ static_cast<uint64_t>(p >> 64);
+}
+
+uint64_t StripedDigest(const StripedState& st) {
+  const uint64_t* k = &kStripeKeyTable[kDigestKey];
+  uint64_t h = st.bytes * kPrime64;
+  h += Fold(st.acc[0] ^ k[0], st.acc[1] ^ k[1]);
+  h += Fold(st.acc[2] ^ k[2], st.acc[3] ^ k[3]);
+  h ^= h >> 37;  // XXH3's avalanche
+  h *= 0x165667919E3779F9ULL;
+  return h ^ (h >> 32);
+}
+
+// One chunk, given as at most two contiguous pieces (a chunk straddling a view's head and
+// tail): absorbed, scrambled, digested. `scalar` forces the portable path (tests).
+PrefixHash StripedChunk(StripedState& st, std::span<const Token> first,
+                        std::span<const Token> second, bool scalar) {
+  const auto accumulate = scalar ? AccumulateScalar : Accumulate;
+  const auto* a = reinterpret_cast<const unsigned char*>(first.data());
+  size_t na = first.size_bytes();
+  size_t stripe = 0;
+  alignas(16) unsigned char buffer[kStripeBytes];
+  if (second.empty()) {
+    const size_t full = na / kStripeBytes;
+    accumulate(st.acc, a, full, 0);
+    stripe = full;
+    a += full * kStripeBytes;
+    na -= full * kStripeBytes;
+  } else {
+    // Rare (one chunk per prompt at most): the stripes spanning the two pieces go through the
+    // buffer, byte by byte where they straddle.
+    const auto* b = reinterpret_cast<const unsigned char*>(second.data());
+    size_t nb = second.size_bytes();
+    while (na + nb >= kStripeBytes) {
+      const size_t from_a = std::min(na, kStripeBytes);
+      std::memcpy(buffer, a, from_a);
+      std::memcpy(buffer + from_a, b, kStripeBytes - from_a);
+      a += from_a;
+      na -= from_a;
+      b += kStripeBytes - from_a;
+      nb -= kStripeBytes - from_a;
+      accumulate(st.acc, buffer, 1, stripe++);
+    }
+    // What remains (< 32 bytes) continues below from one piece: move it into `a`.
+    std::memset(buffer, 0, kStripeBytes);
+    std::memcpy(buffer, a, na);
+    std::memcpy(buffer + na, b, nb);
+    na += nb;
+    if (na > 0) accumulate(st.acc, buffer, 1, stripe);
+    st.bytes += first.size_bytes() + second.size_bytes();
+    ScrambleScalar(st.acc);
+    return StripedDigest(st);
+  }
+  if (na > 0) {
+    std::memset(buffer, 0, kStripeBytes);
+    std::memcpy(buffer, a, na);
+    accumulate(st.acc, buffer, 1, stripe);
+  }
+  st.bytes += first.size_bytes();
+  ScrambleScalar(st.acc);
+  return StripedDigest(st);
+}
+
+#if defined(__SSE2__)
+// 32 bytes of 0xff then 32 zero bytes: the 32 bytes from offset 32 - keep keep `keep` bytes.
+alignas(64) constexpr unsigned char kKeepMask[2 * kStripeBytes] = {
+    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+    0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,
+    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0,    0};
+
+// Chunks [0, chunks) of a contiguous run that starts at a chunk boundary (only its last chunk
+// may be short: `bytes` is the run's length), written to out[0, chunks): the same values as
+// StripedChunk, with the lanes kept in registers across chunks.
+void StripedRunSse2(StripedState& st, const unsigned char* data, size_t bytes,
+                    size_t chunk_bytes, uint32_t chunks, PrefixHash* out) {
+  __m128i a0 = _mm_load_si128(reinterpret_cast<const __m128i*>(st.acc));
+  __m128i a1 = _mm_load_si128(reinterpret_cast<const __m128i*>(st.acc + 2));
+  const __m128i* keys = reinterpret_cast<const __m128i*>(kStripeKeyTable.data());
+  const __m128i s0 = _mm_loadu_si128(keys + kScrambleKey / 2);
+  const __m128i s1 = _mm_loadu_si128(keys + kScrambleKey / 2 + 1);
+  const __m128i prime = _mm_set1_epi32(static_cast<int>(kPrime32));
+  const auto absorb = [&](const unsigned char* p, size_t row) {
+    const __m128i d0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
+    const __m128i d1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16));
+    const __m128i dk0 = _mm_xor_si128(d0, _mm_loadu_si128(keys + 2 * row));
+    const __m128i dk1 = _mm_xor_si128(d1, _mm_loadu_si128(keys + 2 * row + 1));
+    a0 = _mm_add_epi64(a0, _mm_mul_epu32(dk0, _mm_srli_epi64(dk0, 32)));
+    a1 = _mm_add_epi64(a1, _mm_mul_epu32(dk1, _mm_srli_epi64(dk1, 32)));
+    a0 = _mm_add_epi64(a0, _mm_shuffle_epi32(d0, _MM_SHUFFLE(1, 0, 3, 2)));
+    a1 = _mm_add_epi64(a1, _mm_shuffle_epi32(d1, _MM_SHUFFLE(1, 0, 3, 2)));
+  };
+  // Keeps the first `keep` (< 32) bytes of the stripe at `p`, zeroes the rest (mask bytes
+  // 32 - keep .. 63 - keep of kKeepMask).
+  const auto absorb_masked = [&](const unsigned char* p, size_t row, size_t keep) {
+    const __m128i* mask = reinterpret_cast<const __m128i*>(kKeepMask + (kStripeBytes - keep));
+    const __m128i d0 = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p)),
+                                     _mm_loadu_si128(mask));
+    const __m128i d1 = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)),
+                                     _mm_loadu_si128(mask + 1));
+    const __m128i dk0 = _mm_xor_si128(d0, _mm_loadu_si128(keys + 2 * row));
+    const __m128i dk1 = _mm_xor_si128(d1, _mm_loadu_si128(keys + 2 * row + 1));
+    a0 = _mm_add_epi64(a0, _mm_mul_epu32(dk0, _mm_srli_epi64(dk0, 32)));
+    a1 = _mm_add_epi64(a1, _mm_mul_epu32(dk1, _mm_srli_epi64(dk1, 32)));
+    a0 = _mm_add_epi64(a0, _mm_shuffle_epi32(d0, _MM_SHUFFLE(1, 0, 3, 2)));
+    a1 = _mm_add_epi64(a1, _mm_shuffle_epi32(d1, _MM_SHUFFLE(1, 0, 3, 2)));
+  };
+  const auto scramble = [&](__m128i a, __m128i key) {
+    a = _mm_xor_si128(_mm_xor_si128(a, _mm_srli_epi64(a, 47)), key);
+    const __m128i lo = _mm_mul_epu32(a, prime);
+    const __m128i hi = _mm_mul_epu32(_mm_srli_epi64(a, 32), prime);
+    return _mm_add_epi64(lo, _mm_slli_epi64(hi, 32));
+  };
+  for (uint32_t c = 0; c < chunks; ++c) {
+    const size_t len = std::min(chunk_bytes, bytes - size_t{c} * chunk_bytes);
+    const unsigned char* p = data + size_t{c} * chunk_bytes;
+    const size_t full = len / kStripeBytes;
+    size_t row = 0;
+    for (size_t s = 0; s < full; ++s) {
+      absorb(p + s * kStripeBytes, row);
+      row = row + 1 == kStripeKeys ? 0 : row + 1;
+    }
+    const size_t rest = len - full * kStripeBytes;
+    if (rest > 0) {
+      const unsigned char* tail = p + full * kStripeBytes;
+      if (tail + kStripeBytes <= data + bytes) {
+        // The run goes on past this chunk: load a whole stripe and zero the bytes beyond the
+        // chunk (a byte copy into a stack buffer would stall the loads on store forwarding).
+        absorb_masked(tail, row, rest);
+      } else {
+        alignas(16) unsigned char buffer[kStripeBytes] = {};
+        std::memcpy(buffer, tail, rest);
+        absorb(buffer, row);
+      }
+    }
+    a0 = scramble(a0, s0);
+    a1 = scramble(a1, s1);
+    _mm_store_si128(reinterpret_cast<__m128i*>(st.acc), a0);
+    _mm_store_si128(reinterpret_cast<__m128i*>(st.acc + 2), a1);
+    st.bytes += len;
+    out[c] = StripedDigest(st);
+  }
+}
+#endif
+
+// Chunks [first, last) of `tokens`, appended to `out`, continuing from `st`. Chunks inside one
+// piece of the view go through the register-resident run (SSE2 builds), the one chunk that
+// may straddle the pieces through StripedChunk.
+void StripedChunks(StripedState& st, PromptView tokens, uint32_t chunk_tokens, uint32_t first,
+                   uint32_t last, std::vector<PrefixHash>& out, bool scalar = false) {
+  if (first >= last) return;
+  const size_t base = out.size();
+  out.resize(base + (last - first));
+  PrefixHash* dst = out.data() + base;
+#if defined(__SSE2__)
+  if (!scalar) {
+    const size_t head = tokens.head().size();
+    uint32_t c = first;
+    // Chunks wholly inside the head (all of them when the view is contiguous).
+    const auto head_end = static_cast<uint32_t>(
+        std::min<size_t>(last, tokens.contiguous() ? last : head / chunk_tokens));
+    if (c < head_end) {
+      const size_t begin = size_t{c} * chunk_tokens;
+      const size_t end = std::min<size_t>(tokens.size(), size_t{head_end} * chunk_tokens);
+      StripedRunSse2(st, reinterpret_cast<const unsigned char*>(tokens.head().data() + begin),
+                     (end - begin) * sizeof(Token), size_t{chunk_tokens} * sizeof(Token),
+                     head_end - c, dst);
+      dst += head_end - c;
+      c = head_end;
+    }
+    // The chunk across the seam, if the seam is inside one.
+    if (c < last && size_t{c} * chunk_tokens < head) {
+      const size_t begin = size_t{c} * chunk_tokens;
+      const size_t len = std::min<size_t>(chunk_tokens, tokens.size() - begin);
+      const PromptView chunk = tokens.subview(begin, len);
+      *dst++ = StripedChunk(st, chunk.head(), chunk.tail(), false);
+      ++c;
+    }
+    // Chunks wholly inside the tail.
+    if (c < last) {
+      const size_t begin = size_t{c} * chunk_tokens - head;
+      const size_t end = std::min<size_t>(tokens.size(), size_t{last} * chunk_tokens) - head;
+      StripedRunSse2(st, reinterpret_cast<const unsigned char*>(tokens.tail().data() + begin),
+                     (end - begin) * sizeof(Token), size_t{chunk_tokens} * sizeof(Token),
+                     last - c, dst);
+    }
+    return;
+  }
+#endif
+  for (uint32_t c = first; c < last; ++c) {
+    const size_t begin = size_t{c} * chunk_tokens;
+    const size_t len = std::min<size_t>(chunk_tokens, tokens.size() - begin);
+    const PromptView chunk = tokens.subview(begin, len);
+    *dst++ = StripedChunk(st, chunk.head(), chunk.tail(), scalar);
+  }
+}
 
 void HashChunkRange(std::span<const Token> tokens, uint32_t chunk_tokens, uint32_t first,
                     uint32_t last, PrefixHash* local) {
@@ -28,7 +343,15 @@ void HashChunkRange(std::span<const Token> tokens, uint32_t chunk_tokens, uint32
 }  // namespace
 
 std::string_view ToString(HashScheme scheme) {
-  return scheme == HashScheme::kStreaming ? "streaming" : "chained";
+  switch (scheme) {
+    case HashScheme::kStreaming:
+      return "streaming";
+    case HashScheme::kChained:
+      return "chained";
+    case HashScheme::kStriped:
+      return "striped";
+  }
+  return "?";
 }
 
 void ComputeStreamingHashes(PromptView tokens, uint32_t chunk_tokens,
@@ -97,24 +420,55 @@ void ComputeChainedHashes(PromptView view, uint32_t chunk_tokens, std::vector<Pr
   }
 }
 
+void ComputeStripedHashes(PromptView tokens, uint32_t chunk_tokens, std::vector<PrefixHash>& out) {
+  FEATHER_DCHECK(chunk_tokens > 0, "chunk size must be positive");
+  out.clear();
+  StripedState st = kStripedInit;
+  StripedChunks(st, tokens, chunk_tokens, 0, NumChunks(tokens.size(), chunk_tokens), out);
+}
+
+namespace prefix_hash_internal {
+void ComputeStripedHashesPortable(PromptView tokens, uint32_t chunk_tokens,
+                                  std::vector<PrefixHash>& out) {
+  out.clear();
+  StripedState st = kStripedInit;
+  StripedChunks(st, tokens, chunk_tokens, 0, NumChunks(tokens.size(), chunk_tokens), out,
+                /*scalar=*/true);
+}
+}  // namespace prefix_hash_internal
+
 void ComputePrefixHashes(HashScheme scheme, PromptView tokens, uint32_t chunk_tokens,
                          std::vector<PrefixHash>& out) {
-  if (scheme == HashScheme::kStreaming) {
-    ComputeStreamingHashes(tokens, chunk_tokens, out);
-  } else {
-    ComputeChainedHashes(tokens, chunk_tokens, out);
+  switch (scheme) {
+    case HashScheme::kStreaming:
+      ComputeStreamingHashes(tokens, chunk_tokens, out);
+      return;
+    case HashScheme::kChained:
+      ComputeChainedHashes(tokens, chunk_tokens, out);
+      return;
+    case HashScheme::kStriped:
+      ComputeStripedHashes(tokens, chunk_tokens, out);
+      return;
   }
 }
 
 namespace {
 
 static_assert(sizeof(XXH64_state_t) <= sizeof(PrefixHashResume::streaming));
+static_assert(sizeof(StripedState) <= sizeof(PrefixHashResume::streaming));
 
 // Chunks [first, last) of `tokens`, appended to `out`, continuing from `resume` (updated).
 void HashChunksResumable(HashScheme scheme, PromptView tokens, uint32_t chunk_tokens,
                          uint32_t first, uint32_t last, PrefixHashResume& resume,
                          std::vector<PrefixHash>& out) {
   thread_local std::vector<Token> straddle;
+  if (scheme == HashScheme::kStriped) {
+    StripedState st;
+    std::memcpy(&st, resume.streaming, sizeof(st));
+    StripedChunks(st, tokens, chunk_tokens, first, last, out);
+    std::memcpy(resume.streaming, &st, sizeof(st));
+    return;
+  }
   if (scheme == HashScheme::kStreaming) {
     XXH64_state_t state;
     std::memcpy(&state, resume.streaming, sizeof(state));
@@ -157,9 +511,13 @@ void PrefixHashesUpTo(HashScheme scheme, PromptView tokens, uint32_t chunk_token
                 "PrefixHashesUpTo: k chunks must lie inside the tokens");
   resume = PrefixHashResume{};
   resume.last = kChainInit;
-  XXH64_state_t state;
-  XXH64_reset(&state, kStreamingSeed);
-  std::memcpy(resume.streaming, &state, sizeof(state));
+  if (scheme == HashScheme::kStriped) {
+    std::memcpy(resume.streaming, &kStripedInit, sizeof(kStripedInit));
+  } else {
+    XXH64_state_t state;
+    XXH64_reset(&state, kStreamingSeed);
+    std::memcpy(resume.streaming, &state, sizeof(state));
+  }
   out.clear();
   HashChunksResumable(scheme, tokens, chunk_tokens, 0, k, resume, out);
 }

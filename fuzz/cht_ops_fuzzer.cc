@@ -83,8 +83,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   FuzzedDataProvider in(data, size);
   ChtConfig config;
   config.chunk_tokens = in.ConsumeIntegralInRange<uint32_t>(1, 8);
-  config.hash_scheme = in.ConsumeBool() ? HashScheme::kChained : HashScheme::kStreaming;
-  (void)in.ConsumeBool();  // formerly the sorted-run threshold; consumed so corpora keep meaning
+  const bool chained = in.ConsumeBool();
+  const bool striped = in.ConsumeBool();  // formerly the sorted-run threshold's byte
+  config.hash_scheme = chained   ? HashScheme::kChained
+                       : striped ? HashScheme::kStriped
+                                 : HashScheme::kStreaming;
   config.expected_requests = 2;
   config.expected_chunks = 4;
   ChunkedHashTree tree(config);

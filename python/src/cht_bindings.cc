@@ -84,7 +84,9 @@ void BindChunkedHashTree(nb::module_& m) {
                         "uses one scheme for all its requests.")
       .value("streaming", HashScheme::kStreaming,
              "h_c = XXH64 of the streaming state after the c-th chunk (the default)")
-      .value("chained", HashScheme::kChained, "h_c = XXH3(h_{c-1} || XXH3(chunk c))");
+      .value("chained", HashScheme::kChained, "h_c = XXH3(h_{c-1} || XXH3(chunk c))")
+      .value("striped", HashScheme::kStriped,
+             "XXH3's stripe accumulator across chunks, a light digest per chunk");
 
   m.def(
       "prefix_hashes",

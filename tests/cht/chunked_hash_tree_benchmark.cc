@@ -25,6 +25,30 @@ void BM_StreamingHashes(benchmark::State& state) {
 }
 BENCHMARK(BM_StreamingHashes)->Arg(1000)->Arg(5000)->Arg(20000);
 
+// The striped scheme and XXH3 alone over the same in-cache prompt.
+void BM_StripedHashes(benchmark::State& state) {
+  const auto tokens = static_cast<uint32_t>(state.range(0));
+  const PromptSet set = MakeGroupedPrompts(1, 1, tokens, 0, 1);
+  std::vector<PrefixHash> out;
+  for (auto _ : state) {
+    ComputeStripedHashes(set.Prompt(0), 50, out);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * tokens * sizeof(Token));
+}
+BENCHMARK(BM_StripedHashes)->Arg(1000)->Arg(5000)->Arg(20000);
+
+void BM_Xxh3Whole(benchmark::State& state) {
+  const auto tokens = static_cast<uint32_t>(state.range(0));
+  const PromptSet set = MakeGroupedPrompts(1, 1, tokens, 0, 1);
+  for (auto _ : state) {
+    const auto prompt = set.Prompt(0);
+    benchmark::DoNotOptimize(XXH3_64bits(prompt.data(), prompt.size_bytes()));
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * tokens * sizeof(Token));
+}
+BENCHMARK(BM_Xxh3Whole)->Arg(1000)->Arg(5000)->Arg(20000);
+
 void BM_ChainedHashes(benchmark::State& state) {
   const auto tokens = static_cast<uint32_t>(state.range(0));
   const auto threads = static_cast<unsigned>(state.range(1));
@@ -116,7 +140,7 @@ namespace {
 // The two timed halves alternate which goes first, so neither always finds the prompts cached.
 // Counters: insert_ns and xxh3_ns per prompt, insert_over_xxh3 (the target is <= 1.3); run with
 // --benchmark_repetitions=N for the spread. Second argument: the hash scheme (0 streaming, the
-// default and the paper's Alg. ComputeHashes; 1 chained).
+// paper's Alg. ComputeHashes; 1 chained; 2 striped).
 void BM_InsertVsXxh3(benchmark::State& state) {
   using Clock = std::chrono::steady_clock;
   const auto prefix = static_cast<uint32_t>(state.range(0));
@@ -125,7 +149,7 @@ void BM_InsertVsXxh3(benchmark::State& state) {
   const PromptSet set = MakeGroupedPrompts(waiting, 5, prefix, 100, 7);
   ChtConfig config;
   config.expected_requests = waiting;
-  config.hash_scheme = state.range(1) == 0 ? HashScheme::kStreaming : HashScheme::kChained;
+  config.hash_scheme = static_cast<HashScheme>(state.range(1));
   ChunkedHashTree tree(config);
   for (RequestId id = 0; id < set.size(); ++id) tree.Insert(id, set.Prompt(id));
   uint64_t insert_ns = 0;
@@ -169,11 +193,13 @@ void BM_InsertVsXxh3(benchmark::State& state) {
   state.SetItemsProcessed(static_cast<int64_t>(prompts));
 }
 BENCHMARK(BM_InsertVsXxh3)
-    ->ArgNames({"prefix", "chained"})
+    ->ArgNames({"prefix", "scheme"})
     ->Args({4000, 0})
     ->Args({20000, 0})
     ->Args({4000, 1})
     ->Args({20000, 1})
+    ->Args({4000, 2})
+    ->Args({20000, 2})
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -7,6 +7,7 @@
 #define XXH_STATIC_LINKING_ONLY
 #include <xxhash.h>
 
+#include <algorithm>
 #include <vector>
 
 #include "base/rng.h"
@@ -44,7 +45,7 @@ TEST(PrefixHash, StreamingDigestEqualsHashOfWholePrefix) {
 // Property over random pairs: h_c equal <=> the prompts agree on every token up to chunk c's end
 // and both reach the same boundary.
 TEST(PrefixHash, EqualHashesExactlyWhenPrefixesAgree) {
-  for (HashScheme scheme : {HashScheme::kStreaming, HashScheme::kChained}) {
+  for (HashScheme scheme : {HashScheme::kStreaming, HashScheme::kChained, HashScheme::kStriped}) {
     for (uint64_t seed = 0; seed < 300; ++seed) {
       Rng rng(seed);
       const uint32_t chunk = static_cast<uint32_t>(rng.UniformInt(1, 9));
@@ -79,6 +80,60 @@ TEST(PrefixHash, SchemesDifferInValue) {
   ComputeStreamingHashes(std::vector<Token>(10, 3), 5, s);
   ComputeChainedHashes(std::vector<Token>(10, 3), 5, c);
   EXPECT_NE(s, c);
+}
+
+// The SSE2 path and the portable path of the striped scheme agree, on contiguous prompts and on
+// two-piece views whose seam falls anywhere in a chunk (chunk sizes that are and are not
+// multiples of the 8-token stripe).
+TEST(PrefixHash, StripedPathsAgreeAndViewsEqualContiguous) {
+  for (uint64_t seed = 0; seed < 200; ++seed) {
+    Rng rng(seed);
+    const auto chunk = static_cast<uint32_t>(rng.UniformInt(1, 70));
+    const auto tokens = RandomTokens(rng, static_cast<size_t>(rng.UniformInt(0, 600)), 1u << 31);
+    std::vector<PrefixHash> fast, portable, viewed;
+    ComputeStripedHashes(tokens, chunk, fast);
+    prefix_hash_internal::ComputeStripedHashesPortable(tokens, chunk, portable);
+    ASSERT_EQ(fast, portable) << "seed " << seed;
+    const size_t seam = tokens.empty() ? 0 : rng.Uniform(tokens.size() + 1);
+    const std::span<const Token> all(tokens);
+    const PromptView view(all.first(seam), all.subspan(seam));
+    ComputeStripedHashes(view, chunk, viewed);
+    ASSERT_EQ(fast, viewed) << "seed " << seed << " seam " << seam;
+    prefix_hash_internal::ComputeStripedHashesPortable(view, chunk, viewed);
+    ASSERT_EQ(fast, viewed) << "seed " << seed << " seam " << seam;
+  }
+}
+
+// 2^21 distinct prefixes that differ in few bits (a counter in one token, at the first or the
+// last word of a chunk) give 2^21 distinct hashes: a 64-bit hash should give no collision
+// (expected pairs ~ 2^41 / 2^64).
+TEST(PrefixHash, StripedNoCollisionsOnNearbyInputs) {
+  std::vector<PrefixHash> all;
+  all.reserve(2u << 20);
+  std::vector<PrefixHash> h;
+  for (uint32_t i = 0; i < (1u << 19); ++i) {
+    for (const size_t position : {size_t{0}, size_t{49}}) {
+      std::vector<Token> tokens(100, 7);
+      tokens[position] = static_cast<Token>(i);       // chunk 1 differs
+      tokens[50 + position] = static_cast<Token>(i);  // and so does chunk 2's prefix
+      ComputeStripedHashes(tokens, 50, h);
+      all.push_back(h[0]);
+      all.push_back(h[1]);
+    }
+  }
+  // Inputs: (i, position) pairs are distinct except position 0 vs 49 with i == 7 (both all-7).
+  std::sort(all.begin(), all.end());
+  const auto distinct = static_cast<size_t>(std::unique(all.begin(), all.end()) - all.begin());
+  EXPECT_EQ(distinct, all.size() - 2);
+}
+
+TEST(PrefixHash, StripedPartialChunkDiffersFromZeroPadding) {
+  std::vector<PrefixHash> a, b;
+  ComputeStripedHashes(std::vector<Token>{5, 6, 7}, 50, a);
+  ComputeStripedHashes(std::vector<Token>{5, 6, 7, 0}, 50, b);
+  ASSERT_EQ(a.size(), 1u);
+  ASSERT_EQ(b.size(), 1u);
+  EXPECT_NE(a[0], b[0]);
 }
 
 }  // namespace
