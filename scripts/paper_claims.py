@@ -175,6 +175,7 @@ class ClaimsFile:
     claims: list[Claim]
     optional_keys: list[str]
     schedulers: dict[str, dict[str, Any]]
+    defaults: dict[str, Any] = field(default_factory=dict)   # `defaults.set`: every run's base
 
 
 def _fmt_token(v: Any) -> str:
@@ -452,7 +453,7 @@ def parse_claims(text: str, fname: str, repo: pathlib.Path | None = None) -> Cla
     if problems:
         raise ClaimsError(problems)
     return ClaimsFile(fname, float(tol), runs, families, claims, list(optional_keys),
-                      {k: dict(v) for k, v in scheds.items()})
+                      {k: dict(v) for k, v in scheds.items()}, default_sets)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -702,36 +703,41 @@ class Row:
 
 
 def setting_of(c: Claim, cf: ClaimsFile) -> str:
+    """`run: command` per run of the claim, less the `defaults.set` keys it keeps unchanged."""
     parts = []
     for n in c.runs:
         r = cf.runs[n]
-        if r.kind == "bench":
-            parts.append(f"{n}: bench {r.bench} {' '.join(r.args)}".strip())
-        else:
-            own = {k: v for k, v in r.sets.items()}
-            parts.append(f"{n}: {r.scenario} " + ", ".join(f"{k}={v}" for k, v in own.items()
-                                                            if k not in DEFAULT_HIDE))
+        own = RunSpec(r.name, r.kind, r.scenario,
+                      {k: v for k, v in r.sets.items()
+                       if not (k in cf.defaults and cf.defaults[k] == v)}, r.bench, r.args)
+        parts.append(f"{n}: {command_of(own)}")
     return "; ".join(parts)
 
 
-DEFAULT_HIDE: set[str] = set()
+def defaults_line(cf: ClaimsFile) -> str:
+    if not cf.defaults:
+        return ""
+    sets = " ".join(f"--set {k}={v}" for k, v in cf.defaults.items())
+    return f"Every `feather run` below also has `{sets}` unless it sets the key itself.\n\n"
 
 
-def render_table_md(rows: list[Row], tol: float) -> str:
+def render_table_md(rows: list[Row], cf: ClaimsFile) -> str:
     out = io.StringIO()
-    out.write("| id | section | claim (paper .tex line) | setting | paper | feather | verdict |\n")
-    out.write("| --- | --- | --- | --- | ---: | ---: | --- |\n")
+    out.write(defaults_line(cf))
+    out.write("| id | section | claim (paper .tex line) | setting: run name and command | paper "
+              "| feather | verdict | note |\n")
+    out.write("| --- | --- | --- | --- | ---: | --- | --- | --- |\n")
     for r in rows:
         c = r.claim
-        claim = f"{c.quote} (l. {c.tex_line})".replace("|", "\\|")
-        setting = (r.setting or c.reason).replace("|", "\\|")
-        feather = (r.feather or "-").replace("|", "\\|")
-        out.write(f"| {c.id} | {c.section} ({c.group}) | {claim} | {setting} | "
-                  f"{paper_cell(c).replace('|', '/')} | {feather} | {r.verdict} |\n")
+        cells = [c.id, f"{c.section} ({c.group})", f"{c.quote} (l. {c.tex_line})",
+                 r.setting or c.reason, paper_cell(c), r.feather or "-", r.verdict,
+                 "; ".join(x for x in (c.note, r.error) if x)]
+        out.write("| " + " | ".join(x.replace("|", "\\|") for x in cells) + " |\n")
     return out.getvalue()
 
 
-def render_table_csv(rows: list[Row]) -> str:
+def render_table_csv(rows: list[Row], cf: ClaimsFile) -> str:
+    """Every column in full: the setting as given, and the complete commands (defaults included)."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(COLUMNS)
@@ -754,7 +760,7 @@ def counts(rows: list[Row]) -> dict[str, dict[str, int]]:
     return out
 
 
-def render_summary_md(rows: list[Row], tol: float) -> str:
+def render_summary_md(rows: list[Row]) -> str:
     cs = counts(rows)
     lines = [f"| group | checked | agree | partly | disagree | agree % | not run | not checkable |",
              "| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
@@ -824,10 +830,15 @@ def draw_figures(cf: ClaimsFile, results: dict[str, RunResult], figdir: pathlib.
     return drawn
 
 
-def build_rows(cf: ClaimsFile, results: dict[str, RunResult], errors: dict[str, str]) -> list[Row]:
-    """One row per claim: feather's value and the verdict (a claim whose runs failed: not run)."""
+def build_rows(cf: ClaimsFile, results: dict[str, RunResult], errors: dict[str, str],
+               dropped: set[str] | frozenset[str] = frozenset()) -> list[Row]:
+    """One row per claim: feather's value and the verdict (a claim whose runs failed: not run).
+    A claim any of whose runs lost a key this binary does not know says so in its error/note."""
     rows: list[Row] = []
     for c in cf.claims:
+        lost = sorted({f"{k}={v}" for n in c.runs for k, v in cf.runs[n].sets.items()
+                       if k in dropped})
+        flag = f"ran without {', '.join(lost)} (this binary does not know the key)" if lost else ""
         setting = setting_of(c, cf) if c.kind != "not-checkable" else ""
         command = " ; ".join(command_of(cf.runs[n]) for n in c.runs)
         if c.kind == "not-checkable":
@@ -855,7 +866,7 @@ def build_rows(cf: ClaimsFile, results: dict[str, RunResult], errors: dict[str, 
                 val = evaluate(c.value, results)
                 v = verdict(c, val, None, cf.tolerance)
                 feather = fmt_num(val) + ("x" if c.kind == "ratio" else "")
-            rows.append(Row(c, feather, v, setting, command))
+            rows.append(Row(c, feather, v, setting, command, error=flag))
         except (ValueError, KeyError, OSError) as e:
             rows.append(Row(c, "", "not run", setting, command, error=str(e)))
     return rows
@@ -946,16 +957,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  [{i}/{len(by_id)}] {ns[0]} {'ok' if res else 'FAILED: ' + err} "
                   f"{wall:.1f} s", file=sys.stderr)
 
-    rows = build_rows(cf, results, errors)
+    rows = build_rows(cf, results, errors, dropped)
 
     # Write into a temporary sibling, then swap it in.
     tmp = out.parent / f".{out.name}.partial-{os.getpid()}"
     shutil.rmtree(tmp, ignore_errors=True)
     (tmp / "figures").mkdir(parents=True)
     (tmp / MARKER).write_text("written by scripts/paper_claims.py; safe to replace\n")
-    (tmp / "table.md").write_text(render_table_md(rows, cf.tolerance))
-    (tmp / "table.csv").write_text(render_table_csv(rows))
-    (tmp / "summary.md").write_text(render_summary_md(rows, cf.tolerance))
+    (tmp / "table.md").write_text(render_table_md(rows, cf))
+    (tmp / "table.csv").write_text(render_table_csv(rows, cf))
+    (tmp / "summary.md").write_text(render_summary_md(rows))
     (tmp / "summary.json").write_text(json.dumps(
         {"counts": counts(rows), "tolerance": cf.tolerance,
          "verdicts": {r.claim.id: r.verdict for r in rows}}, indent=2) + "\n")
@@ -984,7 +995,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         out.parent.mkdir(parents=True, exist_ok=True)
         tmp.rename(out)
-    print(render_summary_md(rows, cf.tolerance), end="")
+    print(render_summary_md(rows), end="")
     print(f"paper-claims: wrote {out} in {wall_total:.0f} s", file=sys.stderr)
     return 0
 
@@ -994,7 +1005,9 @@ def _cost_guess(r: RunSpec) -> float:
         return 1
     n = float(r.sets.get("workload.requests", 3000))
     sel = str(r.sets.get("scheduler.selector", ""))
-    return n * (20 if sel in ("lpm", "dfs-weight", "block-table") else 1)
+    slow = sel in ("lpm", "dfs-weight", "block-table")
+    # A radix selector under an RL stop policy ranks the queue every round of many small batches.
+    return n * (20 if slow else 1) * (20 if slow and r.sets.get("scheduler.stop") != "always" else 1)
 
 
 if __name__ == "__main__":

@@ -196,29 +196,44 @@ def test_threshold_and_ordering_verdicts():
 
 
 GOLDEN_MD = """\
-| id | section | claim (paper .tex line) | setting | paper | feather | verdict |
-| --- | --- | --- | --- | ---: | ---: | --- |
-| r.one | §5 (held-out) | roughly 4x (l. 509) | a: scenarios/default.yaml scheduler.selector=cht, scheduler.stop=bandit; b: scenarios/default.yaml scheduler.selector=fcfs, scheduler.stop=always, workload.requests=10 | 4x | 2.48x | partly |
-| n.one | §5 (held-out) | a \\| b (l. 3) | no counter | - | - | not checkable |
+Every `feather run` below also has `--set scheduler_time=engine` unless it sets the key itself.
+
+| id | section | claim (paper .tex line) | setting: run name and command | paper | feather | verdict | note |
+| --- | --- | --- | --- | ---: | --- | --- | --- |
+| r.one | §5 (held-out) | roughly 4x (l. 509) | a: feather run scenarios/default.yaml --set scheduler.selector=cht --set scheduler.stop=bandit --set serving.engine=sglang; b: feather run scenarios/default.yaml --set scheduler_time=zero --set scheduler.selector=fcfs --set scheduler.stop=always --set workload.requests=10 | 4x | 2.48x | partly | ran without serving.engine=sglang (this binary does not know the key) |
+| o.one | §3 (fitting) | x \\| y (l. 7) | a: feather run scenarios/default.yaml --set scheduler.selector=cht --set scheduler.stop=bandit --set serving.engine=sglang; b: feather run scenarios/default.yaml --set scheduler_time=zero --set scheduler.selector=fcfs --set scheduler.stop=always --set workload.requests=10 | - | 1/2 hold: 248 > 100 yes; 100 > 248 NO | partly | a note; ran without serving.engine=sglang (this binary does not know the key) |
+| n.one | §5 (held-out) | a \\| b (l. 3) | no counter | - | - | not checkable |  |
 """
 
 GOLDEN_CSV = """\
 id,section,group,tex_line,claim,setting,command,paper,feather,verdict,note
-r.one,§5,held-out,509,roughly 4x,"a: scenarios/default.yaml scheduler.selector=cht, scheduler.stop=bandit; b: scenarios/default.yaml scheduler.selector=fcfs, scheduler.stop=always, workload.requests=10",feather run scenarios/default.yaml --set scheduler.selector=cht --set scheduler.stop=bandit ; feather run scenarios/default.yaml --set scheduler.selector=fcfs --set scheduler.stop=always --set workload.requests=10,4x,2.48x,partly,
+r.one,§5,held-out,509,roughly 4x,a: feather run scenarios/default.yaml --set scheduler.selector=cht --set scheduler.stop=bandit --set serving.engine=sglang; b: feather run scenarios/default.yaml --set scheduler_time=zero --set scheduler.selector=fcfs --set scheduler.stop=always --set workload.requests=10,feather run scenarios/default.yaml --set scheduler_time=engine --set scheduler.selector=cht --set scheduler.stop=bandit --set serving.engine=sglang ; feather run scenarios/default.yaml --set scheduler_time=zero --set scheduler.selector=fcfs --set scheduler.stop=always --set workload.requests=10,4x,2.48x,partly,ran without serving.engine=sglang (this binary does not know the key)
+o.one,§3,fitting,7,x | y,a: feather run scenarios/default.yaml --set scheduler.selector=cht --set scheduler.stop=bandit --set serving.engine=sglang; b: feather run scenarios/default.yaml --set scheduler_time=zero --set scheduler.selector=fcfs --set scheduler.stop=always --set workload.requests=10,feather run scenarios/default.yaml --set scheduler_time=engine --set scheduler.selector=cht --set scheduler.stop=bandit --set serving.engine=sglang ; feather run scenarios/default.yaml --set scheduler_time=zero --set scheduler.selector=fcfs --set scheduler.stop=always --set workload.requests=10,-,1/2 hold: 248 > 100 yes; 100 > 248 NO,partly,a note; ran without serving.engine=sglang (this binary does not know the key)
 n.one,§5,held-out,3,a | b,no counter,,-,,not checkable,
 """
 
 GOLDEN_SUMMARY = """\
 | group | checked | agree | partly | disagree | agree % | not run | not checkable |
 | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |
-| fitting | 0 | 0 | 0 | 0 | - | 0 | 0 |
+| fitting | 1 | 0 | 1 | 0 | 0 % | 0 | 0 |
 | held-out | 1 | 0 | 1 | 0 | 0 % | 0 | 1 |
-| all | 1 | 0 | 1 | 0 | 0 % | 0 | 1 |
+| all | 2 | 0 | 2 | 0 | 0 % | 0 | 1 |
 """
 
 
 def test_golden_table_format():
-    cf = parse(RATIO + textwrap.dedent("""\
+    header = HEADER.replace("version: 1\n", "version: 1\ndefaults: {set: {scheduler_time: engine}}\n"
+                            ).replace("set: {workload.requests: 10}",
+                                      "set: {scheduler_time: zero, workload.requests: 10}")
+    cf = pc.parse_claims(header + RATIO + textwrap.dedent("""\
+          - id: o.one
+            section: "§3"
+            group: fitting
+            tex_line: 7
+            quote: "x | y"
+            kind: ordering
+            checks: [a.throughput_tok_s > b.throughput_tok_s, b.throughput_tok_s > a.throughput_tok_s]
+            note: a note
           - id: n.one
             section: "§5"
             group: held-out
@@ -226,12 +241,13 @@ def test_golden_table_format():
             quote: "a | b"
             kind: not-checkable
             reason: no counter
-        """))
+        """), "c.yaml", REPO)
+    cf.runs["a"].sets["serving.engine"] = "sglang"
     r = results(a={"throughput_tok_s": 248.0}, b={"throughput_tok_s": 100.0})
-    rows = pc.build_rows(cf, r, {})
-    assert pc.render_table_md(rows, cf.tolerance) == GOLDEN_MD
-    assert pc.render_table_csv(rows) == GOLDEN_CSV
-    assert pc.render_summary_md(rows, cf.tolerance) == GOLDEN_SUMMARY
+    rows = pc.build_rows(cf, r, {}, {"serving.engine"})
+    assert pc.render_table_md(rows, cf) == GOLDEN_MD
+    assert pc.render_table_csv(rows, cf) == GOLDEN_CSV
+    assert pc.render_summary_md(rows) == GOLDEN_SUMMARY
 
 
 def test_a_claim_whose_run_failed_is_not_run():
