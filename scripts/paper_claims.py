@@ -771,6 +771,27 @@ def render_summary_md(rows: list[Row]) -> str:
     return "\n".join(lines) + "\n"
 
 
+def render_moved(old: dict[str, Any], new: dict[str, Any]) -> str:
+    """The claims whose verdict changed since the previous output (the run this one replaced)."""
+    lines = [f"# Claims that moved since the previous run", "",
+             f"Previous: git {old.get('git_rev', '?')}, binary {old.get('binary_sha256_12', '?')}; "
+             f"this run: git {new['git_rev']}, binary {new['binary_sha256_12']}.", ""]
+    moved = [(cid, old["verdicts"].get(cid, "(new claim)"), v)
+             for cid, v in new["verdicts"].items() if old["verdicts"].get(cid) != v]
+    gone = [cid for cid in old["verdicts"] if cid not in new["verdicts"]]
+    if not moved and not gone:
+        return "\n".join(lines + ["No verdict changed.", ""])
+    lines += ["| claim | before | after | feather before | feather after |",
+              "| --- | --- | --- | --- | --- |"]
+    for cid, before, after in moved:
+        fb = old.get("feather", {}).get(cid, "").replace("|", "\\|")
+        fa = new["feather"].get(cid, "").replace("|", "\\|")
+        lines.append(f"| {cid} | {before} | {after} | {fb} | {fa} |")
+    for cid in gone:
+        lines.append(f"| {cid} | {old['verdicts'][cid]} | (claim removed) | | |")
+    return "\n".join(lines) + "\n"
+
+
 def draw_figures(cf: ClaimsFile, results: dict[str, RunResult], figdir: pathlib.Path) -> list[str]:
     """One PNG per family with a `figure`: feather's metric against the family's x axis, one line
     per value of its other axes, the paper's stated points (if any) as black stars."""
@@ -967,9 +988,17 @@ def main(argv: list[str] | None = None) -> int:
     (tmp / "table.md").write_text(render_table_md(rows, cf))
     (tmp / "table.csv").write_text(render_table_csv(rows, cf))
     (tmp / "summary.md").write_text(render_summary_md(rows))
-    (tmp / "summary.json").write_text(json.dumps(
-        {"counts": counts(rows), "tolerance": cf.tolerance,
-         "verdicts": {r.claim.id: r.verdict for r in rows}}, indent=2) + "\n")
+    summary = {"counts": counts(rows), "tolerance": cf.tolerance,
+               "verdicts": {r.claim.id: r.verdict for r in rows},
+               "feather": {r.claim.id: r.feather for r in rows},
+               "binary_sha256_12": binary_sha, "git_rev": git_rev(repo)}
+    (tmp / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    previous = out / "summary.json"
+    if previous.is_file():
+        try:
+            (tmp / "moved.md").write_text(render_moved(json.loads(previous.read_text()), summary))
+        except (ValueError, KeyError):
+            pass
     drawn = draw_figures(cf, results, tmp / "figures")
     wall_total = time.monotonic() - t_start
     run_log = {n: {"command": command_of(cf.runs[n]), "wall_s": round(walls.get(n, 0.0), 2),

@@ -267,3 +267,17 @@ def test_the_shipped_claims_file_is_valid():
     if tex.is_file():  # every cited line exists in the paper
         n = len(tex.read_text(encoding="utf-8").splitlines())
         assert all(1 <= c.tex_line <= n for c in cf.claims)
+
+
+def test_moved_lists_changed_verdicts_only():
+    old = {"verdicts": {"a": "agree", "b": "partly", "gone": "agree"},
+           "feather": {"a": "1x", "b": "2.5x"}, "git_rev": "r1", "binary_sha256_12": "s1"}
+    new = {"verdicts": {"a": "agree", "b": "agree", "c": "disagree"},
+           "feather": {"a": "1x", "b": "3.9x", "c": "0/1 hold: 1 < 2 NO"}, "git_rev": "r2",
+           "binary_sha256_12": "s2"}
+    text = pc.render_moved(old, new)
+    assert "| b | partly | agree | 2.5x | 3.9x |" in text
+    assert "| c | (new claim) | disagree |" in text
+    assert "| gone | agree | (claim removed) |" in text
+    assert "| a |" not in text
+    assert "No verdict changed." in pc.render_moved(new, new)
