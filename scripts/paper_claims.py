@@ -1009,7 +1009,8 @@ def main(argv: list[str] | None = None) -> int:
             "git_rev": git_rev(repo), "host": platform.node(),
             "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "claims_file": str(claims_path), "jobs": args.jobs,
-            "distinct_runs": len(by_id), "runs_executed_now": sum(1 for w in walls.values() if w),
+            "distinct_runs": len(by_id),
+            "runs_executed_now": sum(1 for ns in by_id.values() if walls.get(ns[0], 0.0) > 0),
             "wall_s": round(wall_total, 1), "optional_keys_supported": supported,
             "figures": drawn, "runs": run_log}
     (tmp / "provenance.json").write_text(json.dumps(prov, indent=2) + "\n")
