@@ -809,7 +809,8 @@ def draw_figures(cf: ClaimsFile, results: dict[str, RunResult], figdir: pathlib.
         x, y = fig_spec["x"], fig_spec["y"]
         ys = y if isinstance(y, list) else [y]
         others = [a for a in fam.axes if a != x]
-        figure, axs = plt.subplots(1, len(ys), figsize=(4.2 * len(ys), 3.2), squeeze=False)
+        figure, axs = plt.subplots(1, len(ys), figsize=(max(6.0, 4.2 * len(ys)), 3.4),
+                                   squeeze=False)
         for ax, metric in zip(axs[0], ys):
             lines: dict[tuple, list[tuple[Any, float]]] = {}
             for combo, name in fam.points:
@@ -823,7 +824,8 @@ def draw_figures(cf: ClaimsFile, results: dict[str, RunResult], figdir: pathlib.
                 lines.setdefault(key, []).append((combo[x], val))
             numeric = all(isinstance(v, (int, float)) for pts in lines.values() for v, _ in pts)
             for key, pts in lines.items():
-                label = ", ".join(str(k) for k in key) or "feather"
+                label = ", ".join(str(k) if a == SCHEDULER_KEY else f"{a}={k}"
+                                  for a, k in zip(others, key)) or "feather"
                 if numeric:
                     ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
                 else:
