@@ -930,6 +930,10 @@ def main(argv: list[str] | None = None) -> int:
             print(p, file=sys.stderr)
         return 2
     if args.only:
+        if not args.check and pathlib.Path(args.out) == pathlib.Path("results/paper-claims"):
+            print("paper-claims: --only writes a partial table; give it its own --out DIR "
+                  "(results/paper-claims holds the full check)", file=sys.stderr)
+            return 2
         cf.claims = [c for c in cf.claims if any(c.id.startswith(o) for o in args.only)]
     if args.check:
         print(f"{claims_path}: {len(cf.claims)} claims, {len(cf.runs)} runs: ok")
