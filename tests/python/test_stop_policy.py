@@ -8,7 +8,7 @@ import pytest
 import feather
 
 NAMES = ["always", "heuristic", "bandit", "qlearning", "dynamic-batching", "bandit-authors",
-         "bandit-delayed", "mpc"]
+         "bandit-delayed", "mpc", "converge"]
 
 
 def random_context(rng):
