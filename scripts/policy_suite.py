@@ -12,7 +12,7 @@ point labelled by its scenario `name`) and writes
                   scheduler, per scenario; below 0.98x FCFS or 0.95x the best other in bold)
                   and the full table;
   OUT/figure.png  (and .svg) the same ratios as grouped bars, one group per scenario;
-  OUT/pretrained.md  when OUT/pretrained/<source>/*/table.csv exist (policy-suite.sh's pretrain
+  OUT/pretrained.md  when OUT/pretrained/<source>/*/points/*/summary.json exist (policy-suite.sh's pretrain
                   stage): Q-learning pretrained on one scenario and run frozen on every scenario,
                   relative to FCFS and to the online bandit (`cht+bandit`), per scenario.
 
@@ -22,6 +22,7 @@ usage or a missing or malformed table.
 """
 import csv
 import glob
+import json
 import os
 import sys
 
@@ -155,18 +156,21 @@ def write_pretrained(out, by_scenario):
         if os.path.isdir(os.path.join(out, "pretrained")) else []
     if not sources:
         return
-    frozen = {}
+    frozen = {}  # (source, scenario) -> (tok/s, cascade step fraction); a shard has no table
     for source in sources:
-        for path in sorted(glob.glob(os.path.join(out, "pretrained", source, "*", "table.csv"))):
-            with open(path, newline="") as f:
-                for r in csv.DictReader(f):
-                    frozen[(source, r["name"])] = float(r["throughput_tok_s"])
+        pattern = os.path.join(out, "pretrained", source, "*", "points", "*", "summary.json")
+        for path in sorted(glob.glob(pattern)):
+            with open(path) as f:
+                s = json.load(f)
+            frozen[(source, s["scenario"]["name"])] = (float(s["throughput_tok_s"]),
+                                                       float(s.get("cascade_step_fraction", 0)))
     lines = ["# Pretrain on one, evaluate on the others", "",
              "Q-learning with the cascade state bins, pretrained (`feather pretrain`) on the "
              "source scenario and run frozen (`scheduler.policy.learning: false`) on every "
              "scenario of the suite. Cells: throughput relative to FCFS / relative to the online "
              f"bandit (`{ONLINE_BANDIT}`, the issue's bar for the default scenario: >= 0.95). "
-             f"`online Q` is `{ONLINE_Q}` learning from scratch in the run.", "",
+             f"`online Q` is `{ONLINE_Q}` learning from scratch in the run. Cells of the frozen "
+             "columns: x FCFS / x online bandit.", "",
              "| scenario | online bandit x FCFS | online Q x FCFS | " +
              " | ".join(f"frozen from {s}" for s in sources) + " |",
              "| --- | ---: | ---: | " + " | ".join("---" for _ in sources) + " |"]
@@ -178,10 +182,11 @@ def write_pretrained(out, by_scenario):
                         None)
         cells = []
         for s in sources:
-            t = frozen.get((s, scenario))
-            if t is None:
+            hit = frozen.get((s, scenario))
+            if hit is None:
                 cells.append("-")
             else:
+                t = hit[0]
                 vs_bandit = f"{t / bandit:.2f}" if bandit else "-"
                 cells.append(f"{t / fcfs:.2f} / {vs_bandit}")
         lines.append(f"| {scenario} | " + (f"{bandit / fcfs:.2f}" if bandit else "-") + " | " +
