@@ -33,6 +33,8 @@
 // Discretization as the bandit's (policy_state.h): scheduler.state_bins, "authors" by default;
 // "cascade" gives the state the batch's cascade status, its KV occupancy and the prefill backlog.
 // A round without an executed step drops its decisions (their transitions are not updated).
+// The last decision's transition, waiting for the next decision's state, is not part of the
+// saved tables (stop_policy_io.h): a loaded policy starts without one.
 //
 // Complexity: Decide O(1), OnStepExecuted O(1); allocation-free.
 #pragma once
