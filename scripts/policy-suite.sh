@@ -46,7 +46,7 @@ while (($#)); do
       (($# >= 2)) || bad "--set needs key=value"
       [[ $2 == ?*=* ]] || bad "--set needs key=value, not '$2'"
       sets+=(--set "$2"); shift 2 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     -*) bad "unknown option $1" ;;
     *)
       [[ -z $out ]] || bad "one output folder only (got '$out' and '$1')"
