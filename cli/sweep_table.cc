@@ -112,6 +112,12 @@ SweepTable BuildSweepTable(const std::vector<std::string>& swept_keys,
     if (scenario.contains("scheduler") && scenario["scheduler"].is_object()) {
       const std::string reward = scenario["scheduler"].value("reward_time", std::string("step"));
       if (reward != "step" && !reward.empty()) scheduler += "+" + reward;
+      // The learning policies' state bins, when not the authors' (the default).
+      const std::string bins = scenario["scheduler"].value("state_bins", std::string("authors"));
+      if ((stop == "bandit" || stop == "qlearning" || stop == "bandit-delayed") &&
+          bins != "authors" && !bins.empty()) {
+        scheduler += "+" + bins;
+      }
     }
     set("scheduler", scheduler);
     set("selector", selector);

@@ -117,6 +117,10 @@ class BanditPolicy final : public StopPolicy {
   }
   void BeginRound() override;
   [[nodiscard]] StopDecision Decide(const StopContext& context) override;
+  // The cascade bins read the batch shape.
+  [[nodiscard]] bool WantsBatchShape() const override {
+    return config_.state_bins == StateBins::kCascade;
+  }
   void OnStepExecuted(const StepFeedback& feedback) override;
 
   // UCB score of one cell given the current S (+∞ when unseen; bandit-delayed: −∞ when never

@@ -3,13 +3,24 @@
 // the step reward, and a tiny seeded generator. No I/O: policies/stop_policy_io.h serializes
 // these structs.
 //
-// Discretization lives here and only here. Two schemes, each mapping to at most 11 bins per
-// dimension so that both share one 11×11×11×2 table layout:
+// Discretization lives here and only here. Three schemes, each mapping to at most 11 bins per
+// dimension so that all share one 11×11×11×2 table layout:
 //   kAuthors      (default; the authors' public code): b̂ = min(b/4, 10), Δ̂ = clamp(Δ, −5, 5)
 //                 stored as Δ + 5, ŵ = min(w/4, 10).
 //   kExponential  (the paper's wording): b̂ and ŵ in exponential bins 0, 1, 2–3, 4–7, ...,
 //                 i.e. bit_width(x) capped at 10 (x ≥ 512 shares the last bin); Δ̂ in coarse
 //                 thresholds {≤0, 1–2, 3–5, ≥6} → 0..3.
+//   kCascade      (issue 15 item 2: what the decision needs) b̂ as kExponential;
+//                 Δ̂ = the batch's cascade status: 0 = it shares a cascade-worthy prefix (at
+//                 least kCascadeMinPrefixTokens leading tokens common to all its requests) that
+//                 the candidate would end; otherwise (mixed) 1 + 3·in + share, in = whether the
+//                 candidate belongs to the batch's largest group sharing its first
+//                 kCascadeMinPrefixTokens tokens, share = that group's part of the batch
+//                 (< 1/2, < 7/8, else): how close the batch is to qualifying → 1..6;
+//                 ŵ = 3 · KV occupancy (blocks in use / pool: < 1/2, < 9/10, else) + the prefill
+//                 backlog (requests waiting: < 16, < 256, else) → 0..8. It reads the batch shape
+//                 (StopContext's batch fields): a policy using it WantsBatchShape(). A candidate
+//                 that keeps the batch's cascade prefix is a free addition (never a table state).
 // Without a prefix signal (every selector but the CHT) the observation is Δ = 0 and
 // w = the number of waiting requests.
 //
@@ -23,21 +34,35 @@
 #include <optional>
 #include <string_view>
 
+#include "base/cascade_rule.h"  // kCascadeMinPrefixTokens
 #include "base/splitmix64.h"  // the policies' generator (SplitMix64), re-exported here
 #include "policies/stop_policy.h"
 
 namespace feather {
 
-enum class StateBins : uint8_t { kAuthors, kExponential };
+enum class StateBins : uint8_t { kAuthors, kExponential, kCascade };
 
 [[nodiscard]] constexpr std::string_view StateBinsName(StateBins bins) {
-  return bins == StateBins::kAuthors ? "authors" : "exponential";
+  switch (bins) {
+    case StateBins::kExponential:
+      return "exponential";
+    case StateBins::kCascade:
+      return "cascade";
+    case StateBins::kAuthors:
+      break;
+  }
+  return "authors";
 }
-// nullopt for an unknown name (valid: "authors", "exponential").
+// nullopt for an unknown name (valid: "authors", "exponential", "cascade").
 [[nodiscard]] constexpr std::optional<StateBins> ParseStateBins(std::string_view name) {
   if (name == "authors") return StateBins::kAuthors;
   if (name == "exponential") return StateBins::kExponential;
+  if (name == "cascade") return StateBins::kCascade;
   return std::nullopt;
+}
+// The largest middle-dimension bin of a scheme (the saved tables' check).
+[[nodiscard]] constexpr uint32_t MaxDeltaBin(StateBins bins) {
+  return bins == StateBins::kAuthors ? 10 : bins == StateBins::kExponential ? 3 : 6;
 }
 
 inline constexpr uint32_t kBinsPerDimension = 11;
@@ -52,6 +77,15 @@ struct Observation {
                                 // a tip that grows)
   uint32_t peers = 0;           // w
   bool has_tip = false;         // a signal is present and its tip before is non-zero
+  // kCascade only (from the batch shape): 0 no cascade-worthy common prefix, 1 the candidate
+  // keeps it, 2 the candidate ends it; for a batch without one, whether the candidate is in its
+  // largest group (first kCascadeMinPrefixTokens tokens shared) and that group's share 0..2
+  // (< 1/2, < 7/8, else); KV occupancy 0..2 (< 1/2, < 9/10, else); waiting requests.
+  uint8_t cascade = 0;
+  bool in_largest_group = false;
+  uint8_t group_share = 0;
+  uint8_t kv_occupancy = 0;
+  uint32_t waiting = 0;
 };
 
 [[nodiscard]] inline Observation Observe(const StopContext& context) {
@@ -64,6 +98,25 @@ struct Observation {
     o.has_tip = context.signal->tip_before_chunks > 0;
   } else {
     o.peers = context.waiting;
+  }
+  o.waiting = context.waiting;
+  if (context.batch_common_prefix_tokens >= kCascadeMinPrefixTokens) {
+    o.cascade = context.candidate_common_prefix_tokens >= kCascadeMinPrefixTokens ? 1 : 2;
+  }
+  static_assert(StopContext::kPrefixGroupDepths[0] == kCascadeMinPrefixTokens);
+  const StopContext::PrefixGroup& group = context.largest_groups[0];
+  o.in_largest_group = group.candidate_in;
+  if (context.batch_size > 0) {
+    const uint64_t m = group.requests;
+    o.group_share = m * 2 < context.batch_size   ? 0
+                    : m * 8 < context.batch_size * 7 ? 1
+                                                     : 2;
+  }
+  if (context.kv_total_blocks > 0) {
+    const uint64_t used = context.kv_used_blocks;
+    o.kv_occupancy = used * 2 < context.kv_total_blocks       ? 0
+                     : used * 10 < context.kv_total_blocks * 9 ? 1
+                                                               : 2;
   }
   return o;
 }
@@ -94,6 +147,13 @@ namespace policy_state_internal {
     key.b_bin = LinearBin(o.batch_size);
     key.delta_bin = static_cast<uint8_t>(std::clamp<int64_t>(o.tip_loss_chunks, -5, 5) + 5);
     key.w_bin = LinearBin(o.peers);
+  } else if (bins == StateBins::kCascade) {
+    key.b_bin = ExponentialBin(o.batch_size);
+    key.delta_bin = o.cascade != 0 ? 0
+                                   : static_cast<uint8_t>(1 + 3 * (o.in_largest_group ? 1 : 0) +
+                                                          o.group_share);
+    const uint8_t backlog = o.waiting < 16 ? 0 : o.waiting < 256 ? 1 : 2;
+    key.w_bin = static_cast<uint8_t>(3 * o.kv_occupancy + backlog);
   } else {
     key.b_bin = ExponentialBin(o.batch_size);
     const int64_t d = o.tip_loss_chunks;
@@ -123,6 +183,21 @@ namespace policy_state_internal {
   if (feedback.step_ns <= 0) return std::nullopt;
   return static_cast<double>(feedback.decode_tokens) /
          (static_cast<double>(feedback.step_ns) * 1e-9);
+}
+
+// Decode throughput of an executed step in requests/s (one token per decoding request): its
+// decode requests over its decode part's time (StepFeedback::decode_ns); a step the engine did
+// not split counts whole, with the tokens it sampled. nullopt for a step that decoded nothing
+// (prefill only) or has no duration.
+[[nodiscard]] inline std::optional<double> StepDecodeRate(const StepFeedback& feedback) {
+  if (feedback.decode_ns >= 0) {
+    if (feedback.decode_ns == 0 || feedback.decode_requests == 0) return std::nullopt;
+    return static_cast<double>(feedback.decode_requests) /
+           (static_cast<double>(feedback.decode_ns) * 1e-9);
+  }
+  const int64_t ns = feedback.whole_step_ns > 0 ? feedback.whole_step_ns : feedback.step_ns;
+  if (ns <= 0 || feedback.decode_tokens == 0) return std::nullopt;
+  return static_cast<double>(feedback.decode_tokens) / (static_cast<double>(ns) * 1e-9);
 }
 
 // The authors' reward (their public code): final batch size over the batch's whole execution

@@ -35,16 +35,8 @@ std::vector<ConfigRuleProblem> QLearningConfig::RuleProblems() const {
   return problems;
 }
 
-namespace {
-
-constexpr size_t kPendingReserve = 4096;
-
-}  // namespace
-
 QLearningPolicy::QLearningPolicy(const QLearningConfig& config, uint64_t seed)
-    : config_(config), rng_{seed} {
-  pending_cells_.reserve(kPendingReserve);
-}
+    : config_(config), rng_{seed} {}
 
 double QLearningPolicy::EpsilonAt(const QLearningConfig& config, uint64_t decisions) {
   // The end of the schedule returns epsilon_min exactly (the interpolation would round).
@@ -60,9 +52,21 @@ StopDecision QLearningPolicy::Greedy(uint32_t state_index) const {
              : StopDecision::kStop;
 }
 
+double QLearningPolicy::MaxQ(uint32_t state_index) const {
+  return std::max(Q(state_index, StopDecision::kAdd), Q(state_index, StopDecision::kStop));
+}
+
+void QLearningPolicy::Update(uint32_t cell, double target) {
+  tables_.q[cell] += config_.learning_rate * (target - tables_.q[cell]);
+  ++tables_.visits[cell];
+}
+
 StopDecision QLearningPolicy::Decide(const StopContext& context) {
   const Observation o = Observe(context);
-  if (o.batch_size == 0) return StopDecision::kAdd;
+  const bool free_addition =
+      (o.tip_loss_chunks == 0 && o.has_tip) ||
+      (config_.state_bins == StateBins::kCascade && o.cascade == 1);
+  if (o.batch_size == 0 || free_addition) return StopDecision::kAdd;
   const uint32_t state = StateIndex(Discretize(o, config_.state_bins));
   if (!learning()) return Greedy(state);
 
@@ -73,27 +77,35 @@ StopDecision QLearningPolicy::Decide(const StopContext& context) {
     action = Greedy(state);
   }
   ++tables_.decisions;
-  pending_cells_.push_back(CellIndex(state, action));
+  // The previous decision's transition ends here: within the round (no time passed), or after
+  // the steps since an earlier round.
+  if (in_round_) {
+    Update(last_cell_, MaxQ(state));
+  } else if (awaiting_) {
+    Update(last_cell_, return_ + return_discount_ * MaxQ(state));
+    awaiting_ = false;
+  }
+  last_cell_ = CellIndex(state, action);
+  in_round_ = true;
   return action;
 }
 
 void QLearningPolicy::OnStepExecuted(const StepFeedback& feedback) {
-  const std::optional<double> reward = StepRewardTokensPerS(feedback);
-  if (learning() && reward) {
-    const size_t k = pending_cells_.size();
-    for (size_t i = 0; i < k; ++i) {
-      const uint32_t cell = pending_cells_[i];
-      double target = *reward;
-      if (i + 1 < k) {
-        const uint32_t next_state = pending_cells_[i + 1] / kNumActions;
-        target += config_.discount *
-                  std::max(Q(next_state, StopDecision::kAdd), Q(next_state, StopDecision::kStop));
-      }
-      tables_.q[cell] += config_.learning_rate * (target - tables_.q[cell]);
-      ++tables_.visits[cell];
-    }
+  if (!learning()) {
+    in_round_ = awaiting_ = false;
+    return;
   }
-  pending_cells_.clear();
+  if (in_round_) {  // the round's last decision now waits for the next decision's state
+    in_round_ = false;
+    awaiting_ = true;
+    return_ = 0.0;
+    return_discount_ = 1.0;
+  }
+  const std::optional<double> reward = StepDecodeRate(feedback);
+  if (awaiting_ && reward) {
+    return_ += return_discount_ * *reward;
+    return_discount_ *= config_.discount;
+  }
 }
 
 void QLearningPolicy::Restore(const QLearningConfig& config, const QTables& tables,
@@ -101,7 +113,7 @@ void QLearningPolicy::Restore(const QLearningConfig& config, const QTables& tabl
   config_ = config;
   tables_ = tables;
   rng_.state = rng_state;
-  pending_cells_.clear();
+  in_round_ = awaiting_ = false;
 }
 
 }  // namespace feather

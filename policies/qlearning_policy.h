@@ -1,16 +1,28 @@
-// qlearning_policy.h: the tabular Q-learning stop policy (paper §4.2 "Q-Learning Policy").
+// qlearning_policy.h: the tabular Q-learning stop policy (paper §4.2 "Q-Learning Policy"), with
+// the credit assignment of issue 15 item 2.
 //
-// An episode is one batch formation: the table decisions (s0, a0), ..., (sk, ak) taken between
-// BeginRound() and OnStepExecuted(). The step's reward r (decode tokens / step seconds) is the
-// reward of every transition; for i < k the next state is s(i+1), the last decision is terminal:
-//   Q(si, ai) += α · [r + γ · max_a' Q(s(i+1), a') − Q(si, ai)]   (i < k)
-//   Q(sk, ak) += α · [r − Q(sk, ak)]                                (terminal)
-// Updates are applied in decision order (i = 0 first), each reading the table as updated so far
-// — what online Q-learning would do had the reward been known at each transition. Q starts at 0.
+// The task is continuing, not one episode per batch formation. Each table decision (s, a) moves
+// to the next table decision's state s'. Within a round no time passes and nothing is earned:
+// an Add followed by another decision of the same round is updated toward max_a' Q(s', a'). The
+// last decision of a round (its Stop, or its last Add when the selector ran dry or a limit was
+// hit) is followed by the steps that execute before the next table decision; it earns their
+// decode throughput r_j (decode requests / the step's decode-only time, StepDecodeRate), so
+//   Q(s, a) += α · [Σ_j γ^j · r_j + γ^m · max_a' Q(s', a') − Q(s, a)]
+// over the m steps in between, the first being the step the decision's round executes as. The
+// paper's reward is decode throughput; the earlier form (one step's whole throughput repeated at
+// every transition of a round, the round's last decision terminal) credited an admission with
+// its own prefill and never with the steps it then decodes in, and gave every Add the bootstrap
+// a terminal Stop lacks, so a pretrained table learned always-add. Here the consequence of an
+// admission arrives where it happens: the admitted request decodes next to the batch in the
+// steps that follow, and through the bootstrap a decision that ends cascade pays for the slower
+// steps after it. The admission's prefill is not charged: every request is prefilled once,
+// whatever the policy does. Steps without decode (prefill only) earn nothing and are not
+// discounted.
 //
 // Decide():
-//   * forced Add when b = 0 (not recorded, not counted): dispatching an empty batch is never
-//     useful, and a learner allowed to would stall the server while it explores.
+//   * forced Add (not recorded, not counted) when b = 0 (an empty batch never helps), or when
+//     the addition is free: Δ = 0 under a non-zero shared tip (the bandit's rule), or, with the
+//     cascade bins, a candidate that keeps the batch's cascade prefix.
 //   * learning: ε-greedy with ε decaying linearly from epsilon_start to epsilon_min over
 //     epsilon_decay_decisions table decisions (ε(n) = start + (min − start) · min(1, n / decay),
 //     n = table decisions so far; decay = 0 means ε = min). Each learning decision draws one
@@ -18,12 +30,13 @@
 //     same decisions.
 //   * frozen (learning() == false): greedy, no draw, no table or counter change.
 //   Greedy = argmax_a Q(ŝ, a), ties to Add.
-// Discretization as the bandit's (policy_state.h; "authors" by default). Without a prefix
-// signal Δ = 0 and w = the waiting count, so the state is (b̂, 0, ŵ).
-// A round without an executed step, or a step of zero duration, drops its episode.
+// Discretization as the bandit's (policy_state.h): scheduler.state_bins, "authors" by default;
+// "cascade" gives the state the batch's cascade status, its KV occupancy and the prefill backlog.
+// A round without an executed step drops its decisions (their transitions are not updated).
+// The last decision's transition, waiting for the next decision's state, is not part of the
+// saved tables (stop_policy_io.h): a loaded policy starts without one.
 //
-// Complexity: Decide O(1), allocation-free once the pending buffer has reached the largest round;
-// OnStepExecuted O(decisions this round).
+// Complexity: Decide O(1), OnStepExecuted O(1); allocation-free.
 #pragma once
 
 #include <cstdint>
@@ -58,8 +71,11 @@ class QLearningPolicy final : public StopPolicy {
   explicit QLearningPolicy(const QLearningConfig& config = {}, uint64_t seed = 1);
 
   [[nodiscard]] std::string_view Name() const override { return "qlearning"; }
-  void BeginRound() override { pending_cells_.clear(); }
+  void BeginRound() override { in_round_ = false; }
   [[nodiscard]] StopDecision Decide(const StopContext& context) override;
+  [[nodiscard]] bool WantsBatchShape() const override {
+    return config_.state_bins == StateBins::kCascade;
+  }
   void OnStepExecuted(const StepFeedback& feedback) override;
 
   // ε after `decisions` table decisions under `config`.
@@ -73,16 +89,25 @@ class QLearningPolicy final : public StopPolicy {
   [[nodiscard]] const QTables& tables() const { return tables_; }
   [[nodiscard]] uint64_t rng_state() const { return rng_.state; }
   // Replaces configuration, table and generator state (stop_policy_io.h's load, and tests that
-  // start from given Q values); drops the pending episode.
+  // start from given Q values); drops the transitions in flight.
   void Restore(const QLearningConfig& config, const QTables& tables, uint64_t rng_state);
 
  private:
   [[nodiscard]] StopDecision Greedy(uint32_t state_index) const;
+  [[nodiscard]] double MaxQ(uint32_t state_index) const;
+  void Update(uint32_t cell, double target);
 
   QLearningConfig config_;
   QTables tables_;
   SplitMix64 rng_;
-  std::vector<uint32_t> pending_cells_;  // CellIndex of each table decision this episode
+  // The last table decision, whose transition waits for the next decision's state: made this
+  // round (in_round_), or an earlier round's last one with the steps' discounted rewards since
+  // (awaiting_).
+  uint32_t last_cell_ = 0;
+  bool in_round_ = false;
+  bool awaiting_ = false;
+  double return_ = 0.0;         // Σ γ^j r_j of the steps since the awaiting decision
+  double return_discount_ = 1;  // γ^m
 };
 
 }  // namespace feather

@@ -6,6 +6,7 @@
 
 #include "policies/always_add_policy.h"
 #include "policies/bandit_policy.h"
+#include "policies/converge_policy.h"
 #include "policies/dynamic_batching_policy.h"
 #include "policies/heuristic_policy.h"
 #include "policies/mpc_policy.h"
@@ -14,9 +15,9 @@
 namespace feather {
 namespace {
 
-constexpr std::array<std::string_view, 8> kNames = {
-    "always",           "heuristic",      "bandit",         "qlearning",
-    "dynamic-batching", "bandit-authors", "bandit-delayed", "mpc"};
+constexpr std::array<std::string_view, 9> kNames = {
+    "always",           "heuristic",      "bandit",         "qlearning", "dynamic-batching",
+    "bandit-authors",   "bandit-delayed", "mpc",            "converge"};
 
 }  // namespace
 
@@ -62,6 +63,7 @@ std::unique_ptr<StopPolicy> MakeStopPolicy(std::string_view name,
     return std::make_unique<DynamicBatchingPolicy>(options.dynamic_batching);
   }
   if (name == "mpc") return std::make_unique<MpcPolicy>(options.mpc);
+  if (name == "converge") return std::make_unique<ConvergePolicy>();
   std::string valid;
   for (std::string_view n : kNames) valid += (valid.empty() ? "" : ", ") + std::string(n);
   throw std::invalid_argument("unknown stop policy '" + std::string(name) + "' (valid: " + valid +

@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "policies/always_add_policy.h"
+#include "policies/converge_policy.h"
 #include "policies/bandit_policy.h"
 #include "policies/config_fields.h"
 #include "policies/dynamic_batching_policy.h"
@@ -186,7 +187,7 @@ class Reader {
     const std::optional<StateBins> bins =
         j->is_string() ? ParseStateBins(j->get<std::string>()) : std::nullopt;
     if (!bins) {
-      Problem(Join(path, key), "value " + Show(*j) + R"( must be "authors" or "exponential")");
+      Problem(Join(path, key), "value " + Show(*j) + R"( must be "authors", "exponential" or "cascade")");
       return StateBins::kAuthors;
     }
     return *bins;
@@ -195,7 +196,7 @@ class Reader {
   // A table cell's index from {b_bin, delta_bin, w_bin, action}; nullopt (recorded) when bad.
   std::optional<uint32_t> Cell(const Json& cell, const std::string& path, StateBins bins) {
     const uint32_t max_bin = kBinsPerDimension - 1;
-    const uint32_t max_delta_bin = bins == StateBins::kAuthors ? max_bin : 3;
+    const uint32_t max_delta_bin = MaxDeltaBin(bins);
     const size_t before = problems_.size();
     StateKey key;
     key.b_bin = static_cast<uint8_t>(Unsigned32(cell, "b_bin", path, max_bin));
@@ -424,7 +425,8 @@ std::string StopPolicyToJson(const StopPolicy& policy) {
   root["kind"] = policy.Name();
   Json options = Json::object();
   Json state = Json::object();
-  if (dynamic_cast<const AlwaysAddPolicy*>(&policy) != nullptr) {
+  if (dynamic_cast<const AlwaysAddPolicy*>(&policy) != nullptr ||
+      dynamic_cast<const ConvergePolicy*>(&policy) != nullptr) {
     // No options, no state.
   } else if (const auto* h = dynamic_cast<const HeuristicPolicy*>(&policy)) {
     SaveOptions(h->config(), options);
@@ -512,7 +514,8 @@ void StopPolicyFromJson(StopPolicy& policy, std::string_view text, const std::st
   const Json* state = r.Object(root, "state", "");
   fail_if_problems();
 
-  if (dynamic_cast<AlwaysAddPolicy*>(&policy) != nullptr) {
+  if (dynamic_cast<AlwaysAddPolicy*>(&policy) != nullptr ||
+      dynamic_cast<ConvergePolicy*>(&policy) != nullptr) {
     // Nothing to restore.
   } else if (auto* h = dynamic_cast<HeuristicPolicy*>(&policy)) {
     LoadHeuristic(*h, r, *options, *state);

@@ -9,6 +9,9 @@
 #   figure.png    the ratios as grouped bars (and figure.svg)
 #   run.md        the command, the build, the machine, its load and the wall time
 #   sweeps/NAME/  each sweep's points and table (`feather sweep`)
+#   pretrained/   pretrain on one, evaluate on the others (issue 15 item 3): Q-learning with the
+#                 cascade bins pretrained on each source scenario (SOURCE.json, SOURCE.log), then
+#                 run frozen on every scenario (SOURCE/NAME/); the table is pretrained.md
 #
 #   scripts/policy-suite.sh [--jobs N] [--build DIR] [--set key=value]... OUT
 #     --jobs N         points run at once (default 2; the suite is sized for 15 minutes on 2 cores)
@@ -43,7 +46,7 @@ while (($#)); do
       (($# >= 2)) || bad "--set needs key=value"
       [[ $2 == ?*=* ]] || bad "--set needs key=value, not '$2'"
       sets+=(--set "$2"); shift 2 ;;
-    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,25p' "$0"; exit 0 ;;
     -*) bad "unknown option $1" ;;
     *)
       [[ -z $out ]] || bad "one output folder only (got '$out' and '$1')"
@@ -84,6 +87,33 @@ for f in "${suite_files[@]}"; do
   name=$(basename "$f" .yaml)
   echo "== $name" >&2
   "$feather" sweep "$f" --jobs "$jobs" --out "$out/sweeps/$name" "${sets[@]}"
+done
+# Pretrain on one, evaluate on the others: each source is a suite scenario, given as the
+# overrides of base.yaml that make it. The frozen runs reuse the sweep files' points: shard 1/R
+# (R = the file's vary rows) is each scenario once, and the --set after it makes that point the
+# frozen pretrained Q-learning.
+pretrain_steps=40000
+pretrain_sources=("default" "prefix-1k workload.sharing.prefix_tokens=1000"
+                  "rate-20 workload.arrival.rate=20")
+qsets=(--set scheduler.selector=cht --set scheduler.stop=qlearning
+       --set scheduler.state_bins=cascade --set scheduler.reward_time=step)
+mkdir -p "$out/pretrained"
+for source in "${pretrain_sources[@]}"; do
+  read -r name overrides <<< "$source"
+  over=()
+  for o in $overrides; do over+=(--set "$o"); done
+  policy="$out/pretrained/$name.json"
+  if [[ ! -e $policy ]]; then
+    echo "== pretrain on $name" >&2
+    "$feather" pretrain scenarios/suites/policies/base.yaml "${over[@]}" "${qsets[@]}" \
+      "${sets[@]}" --steps "$pretrain_steps" --out "$policy" > "$out/pretrained/$name.log"
+  fi
+  for f in "${suite_files[@]}"; do
+    rows=$(sed -n '/^vary:/,$p' "$f" | grep -c '^    - \[')
+    "$feather" sweep "$f" --shard "1/$rows" --jobs "$jobs" \
+      --out "$out/pretrained/$name/$(basename "$f" .yaml)" "${sets[@]}" "${qsets[@]}" \
+      --set "scheduler.policy.load=$(realpath "$policy")" --set scheduler.policy.learning=false
+  done
 done
 end=$(date +%s)
 kill $sampler 2>/dev/null || true

@@ -11,7 +11,10 @@ point labelled by its scenario `name`) and writes
   OUT/table.md    the headline (each Feather policy vs FCFS and vs the best non-Feather
                   scheduler, per scenario; below 0.98x FCFS or 0.95x the best other in bold)
                   and the full table;
-  OUT/figure.png  (and .svg) the same ratios as grouped bars, one group per scenario.
+  OUT/figure.png  (and .svg) the same ratios as grouped bars, one group per scenario;
+  OUT/pretrained.md  when OUT/pretrained/<source>/*/points/*/summary.json exist (policy-suite.sh's pretrain
+                  stage): Q-learning pretrained on one scenario and run frozen on every scenario,
+                  relative to FCFS and to the online bandit (`cht+bandit`), per scenario.
 
 Feather = the CHT selector with any stop policy; non-Feather = every other selector (fcfs,
 lpm, dfs-weight, block-table, oracle, with always-add or Dynamic Batching). Exit 2 on bad
@@ -19,6 +22,7 @@ usage or a missing or malformed table.
 """
 import csv
 import glob
+import json
 import os
 import sys
 
@@ -142,6 +146,58 @@ def write_markdown(out, rows, by_scenario):
     os.replace(tmp, os.path.join(out, "table.md"))
 
 
+ONLINE_BANDIT = "cht+bandit"
+ONLINE_Q = "cht+qlearning+cascade"
+
+
+def write_pretrained(out, by_scenario):
+    sources = sorted(d for d in os.listdir(os.path.join(out, "pretrained"))
+                     if os.path.isdir(os.path.join(out, "pretrained", d))) \
+        if os.path.isdir(os.path.join(out, "pretrained")) else []
+    if not sources:
+        return
+    frozen = {}  # (source, scenario) -> (tok/s, cascade step fraction); a shard has no table
+    for source in sources:
+        pattern = os.path.join(out, "pretrained", source, "*", "points", "*", "summary.json")
+        for path in sorted(glob.glob(pattern)):
+            with open(path) as f:
+                s = json.load(f)
+            frozen[(source, s["scenario"]["name"])] = (float(s["throughput_tok_s"]),
+                                                       float(s.get("cascade_step_fraction", 0)))
+    lines = ["# Pretrain on one, evaluate on the others", "",
+             "Q-learning with the cascade state bins, pretrained (`feather pretrain`) on the "
+             "source scenario and run frozen (`scheduler.policy.learning: false`) on every "
+             "scenario of the suite. Cells: throughput relative to FCFS / relative to the online "
+             f"bandit (`{ONLINE_BANDIT}`, the issue's bar for the default scenario: >= 0.95). "
+             f"`online Q` is `{ONLINE_Q}` learning from scratch in the run. Cells of the frozen "
+             "columns: x FCFS / x online bandit.", "",
+             "| scenario | online bandit x FCFS | online Q x FCFS | " +
+             " | ".join(f"frozen from {s}" for s in sources) + " |",
+             "| --- | ---: | ---: | " + " | ".join("---" for _ in sources) + " |"]
+    for scenario, group in by_scenario.items():
+        fcfs = next(r["throughput_tok_s"] for r in group if r["scheduler"] == FCFS)
+        bandit = next((r["throughput_tok_s"] for r in group if r["scheduler"] == ONLINE_BANDIT),
+                      None)
+        online_q = next((r["throughput_tok_s"] for r in group if r["scheduler"] == ONLINE_Q),
+                        None)
+        cells = []
+        for s in sources:
+            hit = frozen.get((s, scenario))
+            if hit is None:
+                cells.append("-")
+            else:
+                t = hit[0]
+                vs_bandit = f"{t / bandit:.2f}" if bandit else "-"
+                cells.append(f"{t / fcfs:.2f} / {vs_bandit}")
+        lines.append(f"| {scenario} | " + (f"{bandit / fcfs:.2f}" if bandit else "-") + " | " +
+                     (f"{online_q / fcfs:.2f}" if online_q else "-") + " | " +
+                     " | ".join(cells) + " |")
+    tmp = os.path.join(out, "pretrained.md.tmp")
+    with open(tmp, "w") as f:
+        f.write("\n".join(lines) + "\n")
+    os.replace(tmp, os.path.join(out, "pretrained.md"))
+
+
 def write_figure(out, rows, by_scenario):
     import matplotlib
     matplotlib.use("Agg")
@@ -187,6 +243,7 @@ def main(argv):
     by_scenario = add_ratios(rows)
     write_csv(out, rows)
     write_markdown(out, rows, by_scenario)
+    write_pretrained(out, by_scenario)
     write_figure(out, rows, by_scenario)
 
 

@@ -115,7 +115,9 @@ void BindStopPolicies(nb::module_& m) {
                        "How the bandit and Q-learning discretize (b, delta, w) "
                        "(policies/policy_state.h).")
       .value("authors", StateBins::kAuthors, "the authors' public code (the default)")
-      .value("exponential", StateBins::kExponential, "the paper's wording");
+      .value("exponential", StateBins::kExponential, "the paper's wording")
+      .value("cascade", StateBins::kCascade,
+             "cascade status, largest group, KV occupancy, backlog (reads the batch shape)");
 
   nb::class_<PrefixSignal>(m, "PrefixSignal",
                            "The CHT selector's prefix signal for one proposal (depths in chunks).")

@@ -80,6 +80,7 @@
 #include <optional>
 #include <string_view>
 
+#include "base/cascade_rule.h"
 #include "sim/engine/device_profile.h"
 #include "sim/engine/engine.h"
 #include "sim/engine/model_config.h"
@@ -87,9 +88,8 @@
 
 namespace feather {
 
-// vLLM v1 constants of the cascade decision (vllm/v1/attention/backends/flash_attn.py).
-inline constexpr uint32_t kCascadeMinPrefixTokens = 256;
-inline constexpr uint32_t kCascadeMinRequests = 8;
+// vLLM v1 constants of the cascade decision (vllm/v1/attention/backends/flash_attn.py); the
+// thresholds live in base/cascade_rule.h.
 inline constexpr uint32_t kCascadeTileTokens = 128;  // its q and kv tile sizes
 
 struct ModelEngineOptions {

@@ -56,7 +56,8 @@ constexpr NameEntry<SharingKind> kSharingKinds[] = {{"groups", SharingKind::kGro
 constexpr NameEntry<GroupSizes> kGroupSizes[] = {{"equal", GroupSizes::kEqual},
                                                  {"zipf", GroupSizes::kZipf}};
 constexpr NameEntry<StateBins> kStateBins[] = {{"authors", StateBins::kAuthors},
-                                               {"exponential", StateBins::kExponential}};
+                                               {"exponential", StateBins::kExponential},
+                                               {"cascade", StateBins::kCascade}};
 constexpr NameEntry<SchedulerTimeMode> kSchedulerTimes[] = {
     {"measured", SchedulerTimeMode::kMeasured},
     {"zero", SchedulerTimeMode::kZero},

@@ -31,7 +31,8 @@ struct Scenario {
 
   std::string selector = "cht";
   SelectorOptions selector_options;
-  std::string stop = "bandit";
+  // converge: the best general policy of the policy suite (README.md, "Default stop policy").
+  std::string stop = "converge";
   StopPolicyOptions stop_options;
   std::string policy_load;  // saved policy to start from ("" = fresh)
   bool policy_learning = true;

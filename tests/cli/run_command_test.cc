@@ -160,14 +160,16 @@ TEST_F(RunCommandTest, PretrainedPolicyLoadsFrozen) {
   const std::string scenario = std::string(FEATHER_SOURCE_DIR) + "/scenarios/default.yaml";
   const fs::path policy = dir_ / "bandit.json";
   const RunResult train = RunFeather(Small(
-      {"pretrain", scenario, "--steps", "400", "--out", policy.string()}));
+      {"pretrain", scenario, "--steps", "400", "--out", policy.string(), "--set",
+       "scheduler.stop=bandit"}));
   ASSERT_EQ(train.exit_code, 0) << train.err;
   EXPECT_THAT(train.out, HasSubstr("saved bandit policy"));
   const std::string saved = ReadFile(policy);
   ASSERT_FALSE(saved.empty());
   const RunResult frozen = RunFeather(Small(
       {"run", scenario, "--out", (dir_ / "frozen").string(), "--set",
-       "scheduler.policy.load=" + policy.string(), "--set", "scheduler.policy.learning=false"}));
+       "scheduler.policy.load=" + policy.string(), "--set", "scheduler.policy.learning=false",
+       "--set", "scheduler.stop=bandit"}));
   ASSERT_EQ(frozen.exit_code, 0) << frozen.err;
   EXPECT_EQ(saved, ReadFile(policy));  // a frozen run never writes the policy
   // Loading a policy of another kind is refused.

@@ -16,6 +16,7 @@
 #include "policies/dynamic_batching_policy.h"
 #include "policies/heuristic_policy.h"
 #include "policies/policy_state.h"
+#include "policies/converge_policy.h"
 #include "policies/qlearning_policy.h"
 #include "policies/stop_policy_factory.h"
 #include "tests/policies/stop_policy_test_support.h"
@@ -412,7 +413,7 @@ QLearningConfig GreedyConfig() {
   return config;
 }
 
-TEST(QLearningPolicy, TwoDecisionEpisodeMatchesHandComputation) {
+TEST(QLearningPolicy, TransitionsMatchHandComputation) {
   QLearningPolicy policy(GreedyConfig(), 7);
   // s0: b = 4, Δ = 1, w = 0 → (1, 6, 0); s1: b = 8, Δ = 1, w = 0 → (2, 6, 0).
   const uint32_t s0 = StateIndex(StateKey{1, 6, 0});
@@ -427,29 +428,79 @@ TEST(QLearningPolicy, TwoDecisionEpisodeMatchesHandComputation) {
   policy.BeginRound();
   EXPECT_EQ(policy.Decide(Context(4, Signal(10, 9, 0))), kAdd);  // greedy: 10 > 0
   EXPECT_EQ(policy.Decide(Context(8, Signal(9, 8, 0))), kStop);  // greedy: 30 > 20
+  // Within the round: Q(s0, add) = 10 + 0.5 · (max(20, 30) − 10) = 20 (no reward, no discount).
+  EXPECT_DOUBLE_EQ(policy.Q(s0, kAdd), 20.0);
   policy.OnStepExecuted(Reward(100));
-  // Q(s0, add) = 10 + 0.5 · (100 + 0.9 · max(20, 30) − 10) = 68.5
-  // Q(s1, stop) = 30 + 0.5 · (100 − 30) = 65           (terminal)
-  EXPECT_DOUBLE_EQ(policy.Q(s0, kAdd), 68.5);
-  EXPECT_DOUBLE_EQ(policy.Q(s1, kStop), 65.0);
+  policy.BeginRound();  // a round without a table decision: its step adds to the return
+  policy.OnStepExecuted(Reward(50));
+  EXPECT_DOUBLE_EQ(policy.Q(s1, kStop), 30.0);  // still waiting for the next decision's state
+  policy.BeginRound();
+  EXPECT_EQ(policy.Decide(Context(4, Signal(10, 9, 0))), kAdd);  // greedy: 20 > 0
+  // Q(s1, stop) = 30 + 0.5 · (100 + 0.9 · 50 + 0.81 · max(20, 0) − 30) = 95.6
+  EXPECT_DOUBLE_EQ(policy.Q(s1, kStop), 95.6);
   EXPECT_DOUBLE_EQ(policy.Q(s0, kStop), 0.0);
   EXPECT_DOUBLE_EQ(policy.Q(s1, kAdd), 20.0);
   EXPECT_EQ(policy.tables().visits[CellIndex(s0, kAdd)], 1u);
   EXPECT_EQ(policy.tables().visits[CellIndex(s1, kStop)], 1u);
-  EXPECT_EQ(policy.tables().decisions, 2u);
+  EXPECT_EQ(policy.tables().decisions, 3u);
 }
 
-TEST(QLearningPolicy, UpdatesApplyInDecisionOrderWithinAnEpisode) {
-  // Two decisions in the same state: the second (terminal) update sees the first's result.
+TEST(QLearningPolicy, StepsWithoutDecodeEarnNothingAndAreNotDiscounted) {
   QLearningPolicy policy(GreedyConfig(), 1);
   const uint32_t s = StateIndex(StateKey{1, 6, 0});
   policy.BeginRound();
-  EXPECT_EQ(policy.Decide(Context(4, Signal(10, 9, 0))), kAdd);  // tie 0 = 0 → Add
-  EXPECT_EQ(policy.Decide(Context(5, Signal(9, 8, 0))), kAdd);
+  EXPECT_EQ(policy.Decide(Context(4, Signal(10, 9, 0))), kAdd);
+  StepFeedback prefill_only = Reward(10);
+  prefill_only.decode_ns = 0;  // priced apart: no decode part
+  policy.OnStepExecuted(prefill_only);
   policy.OnStepExecuted(Reward(10));
-  // First: 0 + 0.5 · (10 + 0.9 · 0 − 0) = 5; then terminal: 5 + 0.5 · (10 − 5) = 7.5.
-  EXPECT_DOUBLE_EQ(policy.Q(s, kAdd), 7.5);
-  EXPECT_EQ(policy.tables().visits[CellIndex(s, kAdd)], 2u);
+  policy.BeginRound();
+  (void)policy.Decide(Context(4, Signal(10, 9, 0)));
+  EXPECT_DOUBLE_EQ(policy.Q(s, kAdd), 5.0);  // 0 + 0.5 · (10 + 0.9 · 0 − 0)
+}
+
+TEST(QLearningPolicy, FreeAdditionsAreForcedAndNotRecorded) {
+  QLearningPolicy policy(GreedyConfig(), 1);
+  policy.BeginRound();
+  EXPECT_EQ(policy.Decide(Context(0, Signal(0, 0, 3))), kAdd);   // empty batch
+  EXPECT_EQ(policy.Decide(Context(9, Signal(10, 10, 3))), kAdd);  // Δ = 0 under a tip
+  EXPECT_EQ(policy.tables().decisions, 0u);
+}
+
+TEST(QLearningPolicy, CascadeBinsReadTheBatchShape) {
+  QLearningConfig config = GreedyConfig();
+  config.state_bins = StateBins::kCascade;
+  QLearningPolicy policy(config, 1);
+  EXPECT_TRUE(policy.WantsBatchShape());
+  StopContext c = Context(6, std::nullopt, 5);
+  c.kv_used_blocks = 60;
+  c.kv_total_blocks = 100;
+  c.batch_common_prefix_tokens = 5000;
+  c.candidate_common_prefix_tokens = 5000;  // keeps the cascade prefix: free
+  policy.BeginRound();
+  EXPECT_EQ(policy.Decide(c), kAdd);
+  EXPECT_EQ(policy.tables().decisions, 0u);
+  c.candidate_common_prefix_tokens = 0;  // would end it: a table decision
+  EXPECT_EQ(policy.Decide(c), kAdd);
+  EXPECT_EQ(policy.tables().decisions, 1u);
+  policy.OnStepExecuted(Reward(10));
+  policy.BeginRound();
+  (void)policy.Decide(c);
+  // b = 6 → bit_width 3; cascade ended → Δ̂ 0; occupancy 60 % (1), 5 waiting (< 16: 0) → 3.
+  EXPECT_EQ(policy.tables().visits[CellIndex(StateIndex(StateKey{3, 0, 3}), kAdd)], 1u);
+  // A mixed batch: the candidate in its largest group, which holds 4 of its 6 requests (≥ 1/2,
+  // < 7/8) → Δ̂ = 1 + 3 + 1 = 5; 300 waiting, occupancy 95 % → 3 · 2 + 2 = 8.
+  c.batch_common_prefix_tokens = 0;
+  c.largest_groups[0] = {4, 512, true};
+  c.waiting = 300;
+  c.kv_used_blocks = 95;
+  policy.OnStepExecuted(Reward(10));
+  policy.BeginRound();
+  (void)policy.Decide(c);
+  policy.OnStepExecuted(Reward(10));
+  policy.BeginRound();
+  (void)policy.Decide(c);
+  EXPECT_EQ(policy.tables().visits[CellIndex(StateIndex(StateKey{3, 5, 8}), kAdd)], 1u);
 }
 
 TEST(QLearningPolicy, EpsilonDecaysLinearlyToTheMinimum) {
@@ -562,8 +613,52 @@ TEST(QLearningPolicy, ExponentialBinsAreSelectable) {
   policy.BeginRound();
   EXPECT_EQ(policy.Decide(Context(5, Signal(10, 6, 3))), kAdd);
   policy.OnStepExecuted(Reward(10));
+  policy.BeginRound();
+  (void)policy.Decide(Context(5, Signal(10, 6, 3)));  // the transition ends in this state
   // b = 5 → bit_width 3; Δ = 4 → bin 2; w = 3 → bit_width 2.
   EXPECT_EQ(policy.tables().visits[CellIndex(StateIndex(StateKey{3, 2, 2}), kAdd)], 1u);
+}
+
+// ---------------------------------------------------------------- converge
+
+StopContext ShapeContext(uint32_t b, uint32_t waiting, uint32_t batch_prefix,
+                         uint32_t candidate_prefix, StopContext::PrefixGroup largest) {
+  StopContext c = Context(b, std::nullopt, waiting);
+  c.batch_common_prefix_tokens = batch_prefix;
+  c.candidate_common_prefix_tokens = candidate_prefix;
+  c.largest_groups[0] = largest;
+  return c;
+}
+
+TEST(ConvergePolicy, GuardsACascadeBatchUnderBacklog) {
+  ConvergePolicy policy;
+  EXPECT_TRUE(policy.WantsBatchShape());
+  const uint32_t w = ConvergePolicy::kMinBacklogRequests;
+  // A batch of one 5K-token group: a peer keeps the prefix, another group's request ends it.
+  EXPECT_EQ(policy.Decide(ShapeContext(40, w, 5000, 5000, {40, 5000, true})), kAdd);
+  EXPECT_EQ(policy.Decide(ShapeContext(40, w, 5000, 0, {40, 5000, false})), kStop);
+  EXPECT_EQ(policy.Decide(ShapeContext(1, w, 5000, 0, {1, 5000, false})), kStop);
+  // Without a backlog the server keeps up: never hold back.
+  EXPECT_EQ(policy.Decide(ShapeContext(40, w - 1, 5000, 0, {40, 5000, false})), kAdd);
+  // A common prefix below the cascade threshold is no cascade to keep.
+  EXPECT_EQ(policy.Decide(ShapeContext(40, w, kCascadeMinPrefixTokens - 16, 0, {3, 256, false})),
+            kAdd);
+  // Empty batch.
+  EXPECT_EQ(policy.Decide(ShapeContext(0, w, 0, 0, {})), kAdd);
+}
+
+TEST(ConvergePolicy, AMixedBatchConvergesToItsLargestGroup) {
+  ConvergePolicy policy;
+  const uint32_t w = ConvergePolicy::kMinBacklogRequests;
+  const uint32_t m = kCascadeMinRequests;
+  EXPECT_EQ(policy.Decide(ShapeContext(100, w, 0, 0, {m, 1000, false})), kStop);
+  EXPECT_EQ(policy.Decide(ShapeContext(100, w, 0, 0, {m, 1000, true})), kAdd);
+  // A largest group too small to cascade, or no backlog: admit.
+  EXPECT_EQ(policy.Decide(ShapeContext(100, w, 0, 0, {m - 1, 1000, false})), kAdd);
+  EXPECT_EQ(policy.Decide(ShapeContext(100, w - 1, 0, 0, {m, 1000, false})), kAdd);
+  // Nothing learned: frozen decides the same.
+  policy.set_learning(false);
+  EXPECT_EQ(policy.Decide(ShapeContext(100, w, 0, 0, {m, 1000, false})), kStop);
 }
 
 // ---------------------------------------------------------------- Dynamic Batching
@@ -705,7 +800,8 @@ TEST(BanditAuthors, DecisionSequenceIsPinned) {
 TEST(StopPolicyFactory, BuildsEveryNamedPolicy) {
   const std::vector<std::string_view> expected = {
       "always",           "heuristic",      "bandit",        "qlearning",
-      "dynamic-batching", "bandit-authors", "bandit-delayed", "mpc"};
+      "dynamic-batching", "bandit-authors", "bandit-delayed", "mpc",
+      "converge"};
   ASSERT_EQ(StopPolicyNames().size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(StopPolicyNames()[i], expected[i]);

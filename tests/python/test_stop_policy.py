@@ -8,7 +8,7 @@ import pytest
 import feather
 
 NAMES = ["always", "heuristic", "bandit", "qlearning", "dynamic-batching", "bandit-authors",
-         "bandit-delayed", "mpc"]
+         "bandit-delayed", "mpc", "converge"]
 
 
 def random_context(rng):
@@ -111,7 +111,7 @@ def test_step_reward():
 
 
 def test_policy_from_scenario(repo_root):
-    assert feather.stop_policy_from_scenario().name() == "bandit"  # the built-in default
+    assert feather.stop_policy_from_scenario().name() == "converge"  # the built-in default
     policy = feather.stop_policy_from_scenario(
         repo_root / "scenarios" / "default.yaml", {"scheduler.stop": "heuristic"})
     assert policy.name() == "heuristic"

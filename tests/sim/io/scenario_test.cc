@@ -30,7 +30,7 @@ std::vector<InputProblem> ProblemsOf(const std::string& text,
 TEST(ScenarioTest, EmptyFileGivesDefaults) {
   const Scenario s = LoadScenarioText("", "empty.yaml", ".");
   EXPECT_EQ(s.selector, "cht");
-  EXPECT_EQ(s.stop, "bandit");
+  EXPECT_EQ(s.stop, "converge");
   EXPECT_EQ(s.serving.max_num_batched_tokens, 32768u);
   EXPECT_EQ(s.serving.max_num_seqs, 500u);
   EXPECT_EQ(s.engine, "model");
