@@ -87,7 +87,7 @@ TEST_F(CalibrateRefitTest, PublishedRowsRefitAsPublishedAndBadFilesExit2) {
        "--out", out.string()});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.out, HasSubstr("refitting 270 rows"));
-  EXPECT_THAT(run.out, HasSubstr("ratio rows (checked, not fitted)"));
+  EXPECT_THAT(run.out, HasSubstr("ratio rows under profile h100-sxm"));
   const DeviceProfile profile = LoadDeviceProfile(out.string());
   EXPECT_EQ(profile.origins[0].source, ParameterSource::kSpec);  // memory_bytes kept
   bool published = false;
