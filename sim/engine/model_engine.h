@@ -21,8 +21,8 @@
 //   not (a GEMM of a few hundred rows streams a weight tile, then computes on it, with too few
 //   CTAs to hide one behind the other). Pinned by Vidur's per-operator tables (Llama-2-7B, TP 1,
 //   QKV + O + up + down per layer, results/published/vidur and ../shared/published/vidur): on
-//   H100 the hard max misses its held-out rows by 11 %, k ≈ 1.25 by under 5 % (240 tokens:
-//   261 µs measured, W = 141 µs and C = 131 µs apart); on A100 k ≈ 1.5.
+//   H100 the hard max misses its held-out rows by 11 %, k = 1.22 by 4.8 % (240 tokens: 261 µs
+//   measured, W = 141 µs and C = 131 µs apart); on A100 k = 1.69, 3.4 % held out.
 //   gemm_batched_fixed_ns is 0 on GPUs. On the CPU it is the weight repacking that Eigen's and
 //   OpenBLAS's GEMMs do on every call with 2+ rows (one token goes through GEMV, which streams
 //   the weights once): measured on cpu-small, 1 token 8.5 ms, 2 tokens 22 ms, then +0.67 ms a
@@ -46,6 +46,20 @@
 //   The prefix is read from DRAM once per step. The pass is priced at full-device rates: vLLM
 //   calls it with num_splits = max_num_splits (0 = split the KV as needed to fill the SMs),
 //   although its decision heuristic above counts one CTA per (query head, 128-query tile).
+//   Break-even against plain decoding. Cascade saves the repeat reads of the prefix (B·P tokens
+//   through L2, P·B·kv / l2_bw, or through DRAM when reuse is low) and pays the pass, the fixed
+//   cascade_layer_ns and the per-request merge: it wins with long prefixes and many queries, and
+//   loses at short prefixes, where the fixed cost dominates. The fixed cost is the
+//   implementation's: vLLM's FA3 cascade at prefix 512 and batch 256 takes 0.236 ms a layer
+//   against 0.095 ms plain (vllm PR 44397, results/published/cascade-speedups.csv), which pins
+//   cascade_layer_ns ≈ 0.21 ms on H100; FlashInfer's own cascade kernel, with far less fixed
+//   cost, wins 26× at a 32K prefix (the H100 profile predicts 8.9×: one fixed cost cannot serve
+//   both implementations, and feather models vLLM's). TensorRT-LLM's L20 curve (0.52× at prefix
+//   128, 8.4× at 1024, 32× at 4096, cascade time flat near 90 µs) shows the same shape on a
+//   device no profile describes. On the RTX 6000 Ada the paper's Exp 1 ("nearly 2×" between a
+//   homogeneous batch, which vLLM runs with cascade, and one with a single foreign request)
+//   drives it to its floor: at 0 the predicted drop is already 2.17, so the rows leave no room
+//   for a fixed cascade cost on that device (the joint fit's other parameters considered).
 //
 // kDecodeAttention and kKvReuse — decode KV reads. Without cascade the reads are (T, U); with
 // cascade the prefix moved to kCascadePrefix and the suffix reads are (T − B·P, U − P).
