@@ -167,6 +167,8 @@ DeviceProfile CpuBaseProfile(const Probes& probes, const HostInfo& host, int thr
   set("gemm_bw_efficiency", 0.8, ParameterSource::kAssumed, "starting value");
   set("gemm_flops_efficiency", 0.7, ParameterSource::kAssumed, "starting value");
   set("gemm_batched_fixed_ns", 0, ParameterSource::kAssumed, "starting value");
+  set("gemm_roofline_exponent", 0, ParameterSource::kAssumed, "starting value: the hard max");
+  set("decode_cta_fixed_ns", 0, ParameterSource::kAssumed, "starting value");
   set("attn_bw_efficiency", 0.8, ParameterSource::kAssumed, "starting value");
   set("attn_flops_efficiency", 0.3, ParameterSource::kAssumed, "starting value");
   set("l2_bw_bytes_per_s", probes.llc.bytes_per_s, ParameterSource::kMeasured,

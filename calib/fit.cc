@@ -41,6 +41,8 @@ struct Indices {
   size_t gemm_bw = ParameterIndex("gemm_bw_efficiency");
   size_t gemm_flops = ParameterIndex("gemm_flops_efficiency");
   size_t gemm_fixed = ParameterIndex("gemm_batched_fixed_ns");
+  size_t gemm_exponent = ParameterIndex("gemm_roofline_exponent");
+  size_t cta_fixed = ParameterIndex("decode_cta_fixed_ns");
   size_t attn_bw = ParameterIndex("attn_bw_efficiency");
   size_t attn_flops = ParameterIndex("attn_flops_efficiency");
   size_t l2_bw = ParameterIndex("l2_bw_bytes_per_s");
@@ -169,6 +171,9 @@ class Fitter {
   void FitGemm(TermState& state);
   // The two efficiencies of the gemm roofline (and gemm_batched_fixed_ns when in `free`).
   void FitGemmEfficiencies(TermState& state, const std::vector<size_t>& free);
+  // The soft maximum's exponent (gemm_roofline_exponent): tried from a few starting values with
+  // the efficiencies refitted, kept only when it lowers the cost.
+  void FitGemmExponent(TermState& state, const std::vector<size_t>& free);
   void FitDecode(TermState& state);
   void FitPrefill(TermState& state);
   void FitCascade(TermState& state);
@@ -386,6 +391,51 @@ void Fitter::FitGemm(TermState& state) {
   if (!kept) fixed.why = "the rows fit best without a batched fixed cost; kept at the base value";
 }
 
+void Fitter::FitGemmExponent(TermState& state, const std::vector<size_t>& free) {
+  const Indices& ix = Ix();
+  const std::vector<size_t>& rows = state.rows.fit;
+  if (held_[ix.gemm_exponent]) return;
+  ParameterFit& param = Param(state, ix.gemm_exponent);
+  if (free.size() < 2) {
+    param.why = "needs both gemm efficiencies free; kept at the base value";
+    return;
+  }
+  const DeviceProfile profile_max = profile_;
+  const TermState state_max = state;
+  const double max_cost = Cost(StepTerm::kGemm, rows);
+  double best_cost = max_cost;
+  DeviceProfile best_profile = profile_max;
+  TermState best_state = state_max;
+  for (const double k : {1.0, 1.25, 1.5, 2.0, 3.0, 5.0}) {
+    profile_ = profile_max;
+    state = state_max;
+    profile_.gemm_roofline_exponent = k;
+    std::vector<size_t> with_exponent = free;
+    with_exponent.push_back(ix.gemm_exponent);
+    MinimizeInRange(state, with_exponent);
+    // Below 1 the pricer reads the exponent as 1 (the sum): no gradient there.
+    profile_.gemm_roofline_exponent = std::max(profile_.gemm_roofline_exponent, 1.0);
+    const double cost = Cost(StepTerm::kGemm, rows);
+    if (cost < best_cost) {
+      best_cost = cost;
+      best_profile = profile_;
+      best_state = state;
+    }
+  }
+  // Kept only for a clear gain (a tenth of the cost): noise alone buys a few percent.
+  const bool kept = best_profile.gemm_roofline_exponent != profile_max.gemm_roofline_exponent &&
+                    best_cost < 0.9 * max_cost;
+  if (!kept) {
+    best_profile = profile_max;
+    best_state = state_max;
+  }
+  profile_ = best_profile;
+  state = best_state;
+  ParameterFit& exponent = Param(state, ix.gemm_exponent);
+  exponent.fitted = kept;
+  if (!kept) exponent.why = "the hard max fits the rows best; kept at the base value";
+}
+
 void Fitter::FitGemmEfficiencies(TermState& state, const std::vector<size_t>& free) {
   const Indices& ix = Ix();
   const std::vector<size_t>& rows = state.rows.fit;
@@ -454,25 +504,34 @@ void Fitter::FitDecode(TermState& state) {
   const std::vector<size_t>& rows = state.rows.fit;
   if (rows.empty()) return;
   const double kv_heads = std::max(1u, model_.kv_heads);
+  const double ctas_per_request = kv_heads * model_.layers;
   // Rows where decode requests share KV: the only ones that inform the reuse parameters.
   double max_sharing_batch = 0;
   size_t sharing_rows = 0;
+  std::vector<double> contexts;  // KV tokens per request: the CTA fixed cost needs two or more
   for (const size_t i : rows) {
     const StepShape& s = rows_[i].shape;
+    if (s.decode_requests > 0) contexts.push_back(s.decode_kv_tokens / s.decode_requests);
     if (s.decode_requests > 1 && s.decode_kv_unique_tokens > 0 &&
         s.decode_kv_tokens > s.decode_kv_unique_tokens * (1 + 1e-9)) {
       ++sharing_rows;
       max_sharing_batch = std::max(max_sharing_batch, s.decode_requests);
     }
   }
+  std::sort(contexts.begin(), contexts.end());
+  const bool contexts_vary =
+      !contexts.empty() && contexts.back() > contexts.front() * (1 + 1e-6);
   const bool reuse_seen = sharing_rows >= kMinRowsPerSide;
   std::vector<size_t> free = Free({ix.attn_bw});
+  const bool cta_free = !held_[ix.cta_fixed] && contexts_vary && rows.size() >= 3;
+  if (cta_free) {
+    free.push_back(ix.cta_fixed);
+  } else if (!held_[ix.cta_fixed]) {
+    Param(state, ix.cta_fixed).why =
+        "needs 3 or more decode rows of different context lengths; kept at the base value";
+  }
   if (reuse_seen) {
-    for (const size_t index : Free({ix.hit, ix.window})) free.push_back(index);
-    // With the hit rate held (at a value above 0), the L2 bandwidth is what can move.
-    if (held_[ix.hit] && !held_[ix.l2_bw] && profile_.reuse_hit_max > 0) {
-      free.push_back(ix.l2_bw);
-    }
+    for (const size_t index : Free({ix.hit, ix.window, ix.l2_bw})) free.push_back(index);
   } else {
     for (const size_t index : {ix.hit, ix.window, ix.l2_bw}) {
       if (held_[index]) continue;
@@ -481,8 +540,9 @@ void Fitter::FitDecode(TermState& state) {
   }
   if (free.empty() || rows.size() < free.size()) return;
 
-  // Start: for each window on a grid, the model is linear in α = DRAM ns per token and
-  // β = reuse_hit_max · (α − L2 ns per token): pred = (T + B)·α − S(W)·β, S = repeat reads.
+  // Start: for each window on a grid, the DRAM side is linear in α = DRAM ns per token,
+  // β = reuse_hit_max · α and γ = CTA ns: pred = (T + B)·α − S(W)·β + B·kv_heads·layers·γ,
+  // S = repeat reads. (The L2 side, T · L2 ns, is left to the LM that follows.)
   const double kv_bytes = static_cast<double>(model_.KvBytesPerToken());
   const double dram_ns = kv_bytes * kNsPerS / profile_.dram_bw_bytes_per_s;  // at efficiency 1
   std::vector<double> windows = {profile_.reuse_window_ctas / kv_heads};
@@ -491,9 +551,9 @@ void Fitter::FitDecode(TermState& state) {
     for (double w = 1; w <= 2 * max_sharing_batch; w *= std::sqrt(2.0)) windows.push_back(w);
   }
   double best_cost = std::numeric_limits<double>::infinity();
-  double best_window = windows.front(), best_alpha = 0, best_beta = 0;
+  double best_window = windows.front(), best_alpha = 0, best_beta = 0, best_gamma = 0;
   for (const double w : windows) {
-    Eigen::MatrixXd a(static_cast<Eigen::Index>(rows.size()), 2);
+    Eigen::MatrixXd a(static_cast<Eigen::Index>(rows.size()), 3);
     Eigen::VectorXd ones = Eigen::VectorXd::Ones(static_cast<Eigen::Index>(rows.size()));
     for (size_t k = 0; k < rows.size(); ++k) {
       const StepShape& s = rows_[rows[k]].shape;
@@ -501,56 +561,56 @@ void Fitter::FitDecode(TermState& state) {
       const double repeats =
           SplitKvReads(s.decode_kv_tokens, s.decode_kv_unique_tokens, s.decode_requests, w, 1)
               .l2_tokens;
-      a(static_cast<Eigen::Index>(k), 0) = (s.decode_kv_tokens + s.decode_requests) / m;
-      a(static_cast<Eigen::Index>(k), 1) = -repeats / m;
+      const auto r = static_cast<Eigen::Index>(k);
+      a(r, 0) = (s.decode_kv_tokens + s.decode_requests) / m;
+      a(r, 1) = reuse_seen ? -repeats / m : 0;
+      a(r, 2) = cta_free ? s.decode_requests * ctas_per_request / m : 0;
     }
-    const Eigen::MatrixXd used = reuse_seen ? a : a.leftCols(1);
-    const Eigen::VectorXd coef = used.colPivHouseholderQr().solve(ones);
-    const double cost = (used * coef - ones).squaredNorm();
+    Eigen::VectorXd coef = a.colPivHouseholderQr().solve(ones);
+    for (Eigen::Index j = 1; j < 3; ++j) coef(j) = std::max(coef(j), 0.0);
+    const double cost = (a * coef - ones).squaredNorm();
     if (cost < best_cost) {
       best_cost = cost;
       best_window = w;
       best_alpha = coef(0);
-      best_beta = reuse_seen ? coef(1) : 0;
+      best_beta = coef(1);
+      best_gamma = coef(2);
     }
   }
-  if (!held_[ix.attn_bw] && best_alpha > 0) profile_.attn_bw_efficiency = dram_ns / best_alpha;
+  if (!held_[ix.attn_bw] && best_alpha > 0) {
+    profile_.attn_bw_efficiency = std::min(1.0, dram_ns / best_alpha);
+  }
+  // LM works in log space: start a free fixed cost above 0.
+  if (cta_free) profile_.decode_cta_fixed_ns = std::max(best_gamma, 1e-3);
   if (reuse_seen) {
     if (!held_[ix.window]) profile_.reuse_window_ctas = best_window * kv_heads;
-    const double l2_ns = kv_bytes * kNsPerS / profile_.l2_bw_bytes_per_s;
-    const double alpha = dram_ns / profile_.attn_bw_efficiency;
     if (!held_[ix.hit]) {
-      profile_.reuse_hit_max =
-          alpha > l2_ns ? std::clamp(best_beta / (alpha - l2_ns), 0.0, 1.0) : 0.5;
+      profile_.reuse_hit_max = best_alpha > 0 ? std::clamp(best_beta / best_alpha, 0.0, 1.0) : 0.5;
     }
   }
   MinimizeInRange(state, free);
-
-  // reuse_hit_max saturated at 1: more reuse than L2 at its base bandwidth explains. The rows
-  // fix only reuse_hit_max · (1 − L2 ns / DRAM ns), so let l2_bw_bytes_per_s take up the rest.
-  if (Param(state, ix.hit).clamped && profile_.reuse_hit_max == 1 && !held_[ix.l2_bw]) {
-    ParameterFit& hit = Param(state, ix.hit);
-    std::vector<size_t> refit;
-    for (const size_t index : free) {
-      if (index != ix.hit) refit.push_back(index);
-    }
-    refit.push_back(ix.l2_bw);
-    state.unclamped.reset();
-    MinimizeInRange(state, refit);
-    hit.clamped = false;
-    hit.why = "reached its bound 1 (the unconstrained optimum was " + Number(hit.unclamped_value) +
-              " with the base L2 bandwidth); " + "l2_bw_bytes_per_s was fitted with it held at 1";
-    hit.unclamped_value = 1;
-    free = refit;
-    free.push_back(ix.hit);
-  }
   for (const size_t index : free) Param(state, index).fitted = true;  // clamped ones too
   if (!reuse_seen) return;
-  if (std::find(free.begin(), free.end(), ix.l2_bw) == free.end() && !held_[ix.l2_bw]) {
-    Param(state, ix.l2_bw).why =
-        "not identifiable apart from reuse_hit_max: the model uses only reuse_hit_max · (1 − "
-        "L2 ns / DRAM ns) per repeat read; kept at its base value (fitted only when "
-        "reuse_hit_max reaches 1)";
+
+  // L2 bandwidth: the rows pin it only where the L2 side of the max is the larger.
+  if (!held_[ix.l2_bw]) {
+    const StepPricer pricer(profile_, model_);
+    size_t l2_bound = 0;
+    for (const size_t i : rows) {
+      if (pricer.Terms(rows_[i].shape)[static_cast<size_t>(StepTerm::kKvReuse)] > 0) ++l2_bound;
+    }
+    if (l2_bound < kMinRowsPerSide) {
+      ParameterFit& l2 = Param(state, ix.l2_bw);
+      profile_.l2_bw_bytes_per_s = base_.l2_bw_bytes_per_s;
+      l2.fitted = false;
+      l2.why = "fewer than 2 decode rows are bound by L2 (all reads) rather than DRAM (the "
+               "misses); kept at the base value";
+      std::vector<size_t> rest;
+      for (const size_t index : free) {
+        if (index != ix.l2_bw) rest.push_back(index);
+      }
+      MinimizeInRange(state, rest);
+    }
   }
   if (!held_[ix.window]) {
     ParameterFit& window = Param(state, ix.window);
@@ -771,8 +831,8 @@ void Fitter::Finish(TermState& state) {
 CalibrationFit Fitter::Run() {
   const Indices& ix = Ix();
   std::array<std::vector<size_t>, 5> term_params = {{
-      {ix.gemm_bw, ix.gemm_flops, ix.gemm_fixed},
-      {ix.attn_bw, ix.hit, ix.window, ix.l2_bw},
+      {ix.gemm_bw, ix.gemm_flops, ix.gemm_fixed, ix.gemm_exponent},
+      {ix.attn_bw, ix.cta_fixed, ix.hit, ix.window, ix.l2_bw},
       {ix.cascade_layer, ix.cascade_merge},
       {ix.attn_flops},
       {ix.step_fixed, ix.layer_fixed, ix.per_request},
@@ -799,6 +859,12 @@ CalibrationFit Fitter::Run() {
   // Fit order: gemm, decode (attn_bw_efficiency), prefill (attn_flops_efficiency), cascade
   // (both attention rates), overhead.
   FitGemm(states[0]);
+  // After the batched fixed cost: a CPU's repacking is a sharper explanation of its rows than a
+  // soft knee, which could otherwise imitate it.
+  if (const std::vector<size_t> rates = Free({ix.gemm_bw, ix.gemm_flops});
+      !states[0].rows.fit.empty() && states[0].rows.fit.size() >= rates.size()) {
+    FitGemmExponent(states[0], rates);
+  }
   FitDecode(states[1]);
   FitPrefill(states[3]);
   FitCascade(states[2]);

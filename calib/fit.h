@@ -9,16 +9,18 @@
 // Each term is fitted on its own measured time (a real engine times the terms apart), minimizing
 // the relative error Σ ((predicted − measured) / measured)², so short steps count as much as long
 // ones (MAPE is the metric reported):
-//   kGemm             gemm_bw_efficiency, gemm_flops_efficiency: the max() roofline, by
+//   kGemm             gemm_bw_efficiency, gemm_flops_efficiency: the roofline, by
 //                     Levenberg–Marquardt in log space from the best point of a grid; then
-//                     gemm_batched_fixed_ns from five starting multiples of the weight-stream
-//                     time, kept only if it lowers the cost.
+//                     gemm_roofline_exponent (the soft maximum's k) from six starting values
+//                     with the efficiencies refitted, and gemm_batched_fixed_ns from five
+//                     starting multiples of the weight-stream time, each kept only if it lowers
+//                     the cost.
 //   kDecodeAttention  (+ kKvReuse, which a CPU cannot time apart) attn_bw_efficiency,
-//                     reuse_hit_max, reuse_window_ctas (LM from a grid over the window with the
-//                     linear part solved); l2_bw_bytes_per_s only when reuse_hit_max saturates
-//                     at 1: the two enter the model only as reuse_hit_max · (1 − DRAM ns / L2 ns)
-//                     per token, so rows cannot tell them apart (l2 stays at its base value,
-//                     e.g. from an LLC bandwidth probe, otherwise).
+//                     decode_cta_fixed_ns (with 3+ rows of 2+ context lengths), reuse_hit_max,
+//                     reuse_window_ctas, l2_bw_bytes_per_s (LM from a grid over the window with
+//                     the DRAM side solved linearly). The reads take max(DRAM, L2): the L2
+//                     bandwidth is kept at its base value (e.g. an LLC probe) unless 2+ rows
+//                     are bound by L2 under the fitted profile.
 //   kPrefillAttention attn_flops_efficiency (attn_bw_efficiency from the decode fit): LM, 1-D.
 //   kCascadePrefix    cascade_layer_ns, cascade_merge_ns_per_request_layer: linear once the
 //                     attention rates are known, non-negative least squares.

@@ -21,6 +21,7 @@
 #include "calib/cuda_calibration.h"
 #include "calib/fit.h"
 #include "calib/published_rows.h"
+#include "calib/ratio_fit.h"
 #include "calib/rows_csv.h"
 #include "cli/atomic_file.h"
 #include "cli/interrupt.h"
@@ -137,7 +138,7 @@ void CheckRatios(const std::vector<calib::RatioRow>& ratios, const DeviceProfile
                  std::ostream& out) {
   size_t checked = 0, consistent = 0;
   double abs_error = 0;
-  out << "ratio rows (checked, not fitted) under profile " << profile.name << ":\n";
+  out << "ratio rows under profile " << profile.name << ":\n";
   for (const calib::RatioRow& row : ratios) {
     if (row.device != profile.name) {
       out << "  " << row.id << ": not checked (device " << row.device << ", profile "
@@ -161,6 +162,57 @@ void CheckRatios(const std::vector<calib::RatioRow>& ratios, const DeviceProfile
     out << "  " << consistent << " of " << checked << " consistent; mean |error| "
         << std::setprecision(3) << 100 * abs_error / static_cast<double>(checked) << "%\n";
   }
+}
+
+// The joint fit of `free` to the ratio rows of `base`'s device (calib/ratio_fit.h); prints a
+// line per parameter.
+DeviceProfile FitRatios(const DeviceProfile& base, const std::vector<calib::RatioRow>& ratios,
+                        const std::vector<std::string>& free, const std::vector<std::string>& ids,
+                        const std::string& rows_label, std::ostream& out) {
+  for (const std::string& id : ids) {
+    if (std::none_of(ratios.begin(), ratios.end(),
+                     [&](const calib::RatioRow& row) { return row.id == id; })) {
+      throw std::invalid_argument("--ratio-rows: no ratio row has the id '" + id + "'");
+    }
+  }
+  std::vector<calib::RatioRow> mine;
+  std::vector<ModelConfig> models;
+  for (const calib::RatioRow& row : ratios) {
+    if (row.device != base.name) continue;
+    if (!ids.empty() && std::find(ids.begin(), ids.end(), row.id) == ids.end()) continue;
+    const ResolvedText model_text = ReadNamedFile(row.model, "scenarios/models", "model");
+    models.push_back(ParseModelConfig(model_text.text, model_text.display_name));
+    mine.push_back(row);
+  }
+  if (mine.empty()) {
+    throw std::invalid_argument("--fit-ratios: no ratio row is of device " + base.name);
+  }
+  const calib::RatioFit fit = calib::FitRatioRows(base, mine, models, free, rows_label);
+  out << "joint ratio fit on " << mine.size() << " rows of " << base.name << ":\n";
+  for (const calib::ParameterFit& p : fit.parameters) {
+    char line[512];
+    std::snprintf(line, sizeof line, "  %-36s %-6s %14.6g (base %.6g)%s%s\n",
+                  std::string(p.name).c_str(), p.fitted ? (p.lower_bound ? "bound" : "fitted") : "kept", p.value,
+                  p.base_value, p.why.empty() ? "" : ": ", p.why.c_str());
+    out << line;
+  }
+  return fit.profile;
+}
+
+// Appends to the notes of a profile fitted to published rows the parameters still `assumed`
+// (nothing published informs them), so a reader sees them without reading every note.
+void ListAssumed(DeviceProfile& profile) {
+  std::string list;
+  const auto params = ProfileParameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (profile.origins[i].source != ParameterSource::kAssumed) continue;
+    list += (list.empty() ? "" : ", ") + std::string(params[i].name);
+  }
+  const std::string marker = " Assumed (nothing published informs them): ";
+  if (const size_t at = profile.notes.find(marker); at != std::string::npos) {
+    profile.notes.resize(at);
+  }
+  profile.notes += marker + (list.empty() ? std::string("none") : list) + ".";
 }
 
 // `--refit ROWS...`: the fit of a live calibration on stored rows (calib/rows_csv.h), with the
@@ -275,6 +327,26 @@ int Refit(const CalibrateCommandOptions& options, std::ostream& out) {
   calib::FitOptions fit_options;
   fit_options.rows_label = rows_label + " (refit, base " + base_text.display_name + ")";
   if (published) fit_options.fitted_source = ParameterSource::kPublished;
+  if (!options.fit_ratios.empty() && ratios.empty()) {
+    throw std::invalid_argument("--fit-ratios needs ratio rows among the --refit files");
+  }
+  if (rows.empty() && !options.fit_ratios.empty()) {  // ratio rows only: a joint ratio fit
+    if (options.out_path.empty()) {
+      throw std::invalid_argument("--refit needs --out PROFILE.yaml (the refitted profile)");
+    }
+    DeviceProfile profile = FitRatios(base, ratios, options.fit_ratios, options.ratio_rows, rows_label, out);
+    profile.provenance.push_back("joint ratio fit (calib/ratio_fit.h) on " + rows_label +
+                                 " (refit, base " + base_text.display_name + ")");
+    ListAssumed(profile);
+    const fs::path profile_path(options.out_path);
+    if (profile_path.has_parent_path()) fs::create_directories(profile_path.parent_path());
+    WriteFileAtomically(profile_path, DeviceProfileToYaml(profile));
+    CheckRatios(ratios, profile, out);
+    out << "wrote " << profile_path.string() << " in " << std::fixed << std::setprecision(2)
+        << std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count()
+        << " s\n";
+    return 0;
+  }
   if (rows.empty()) {  // ratio rows only: checked against the base, nothing fitted
     CheckRatios(ratios, base, out);
     out << "nothing to fit: " << ratios.size()
@@ -284,7 +356,11 @@ int Refit(const CalibrateCommandOptions& options, std::ostream& out) {
   if (options.out_path.empty()) {
     throw std::invalid_argument("--refit needs --out PROFILE.yaml (the refitted profile)");
   }
-  const calib::CalibrationFit fit = FitProfile(base, model, rows, fit_options);
+  calib::CalibrationFit fit = FitProfile(base, model, rows, fit_options);
+  if (!options.fit_ratios.empty()) {
+    fit.profile = FitRatios(fit.profile, ratios, options.fit_ratios, options.ratio_rows, rows_label, out);
+  }
+  if (published) ListAssumed(fit.profile);
 
   for (const std::string& input : options.refit_rows) {
     std::error_code error;

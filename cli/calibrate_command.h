@@ -58,6 +58,12 @@ struct CalibrateCommandOptions {
   // --tp N: with Vidur tables among the --refit files, the tensor-parallel degree whose rows to
   // fit (0: the tables must hold one degree only).
   uint32_t tensor_parallel = 0;
+  // --fit-ratios a,b,...: with ratio rows among the --refit files, the profile parameters to fit
+  // jointly to the rows of the base profile's device (calib/ratio_fit.h), after the term rows.
+  // Empty: ratio rows are checked only.
+  std::vector<std::string> fit_ratios;
+  // --ratio-rows id,...: with --fit-ratios, fit only these ratio rows (the others are checked).
+  std::vector<std::string> ratio_rows;
   // --target cuda: the self-check stamp that must show a pass on this device and build.
   std::string selfcheck_stamp = "out/selfcheck/cuda.json";
 };

@@ -399,6 +399,16 @@ int Main(int argc, char** argv) {
                         "With --refit of Vidur tables: the tensor-parallel degree to fit")
       ->check(CLI::Range(1, 1024))
       ->needs(refit_option);
+  calibrate->add_option("--fit-ratios", calibrate_options.fit_ratios,
+                        "With --refit of ratio rows: profile parameters to fit jointly to the "
+                        "rows of the base profile's device (calib/ratio_fit.h), comma-separated")
+      ->delimiter(',')
+      ->needs(refit_option);
+  calibrate->add_option("--ratio-rows", calibrate_options.ratio_rows,
+                        "With --fit-ratios: the ids of the ratio rows to fit (default: every row "
+                        "of the base profile's device); the others are checked only")
+      ->delimiter(',')
+      ->needs(refit_option);
   calibrate->add_flag("--quick", calibrate_options.quick,
                       "A smaller grid and shorter probes (about 3 minutes; for CI)");
   calibrate->add_option("--out", calibrate_options.out_path,

@@ -45,6 +45,11 @@ constexpr std::array<ProfileParameterInfo, kNumProfileParameters> kParameters = 
     // Last, so that profiles written before it existed keep their layout; optional (absent = 0).
     {"gemm_batched_fixed_ns", &P::gemm_batched_fixed_ns, 0, false, 1e12, false,
      "fixed cost of a linear-layer pass over 2+ tokens (ns; CPU weight repacking)", true},
+    // Optional (absent = 0), after it for the same reason.
+    {"gemm_roofline_exponent", &P::gemm_roofline_exponent, 0, false, 64, false,
+     "exponent k of the gemm roofline's soft maximum (W^k + C^k)^(1/k); 0 = the hard max", true},
+    {"decode_cta_fixed_ns", &P::decode_cta_fixed_ns, 0, false, 1e6, false,
+     "decode-attention fixed cost per (sequence, KV head, layer) (ns)", true},
 }};
 
 constexpr std::array<std::string_view, 5> kFitTermNames = {

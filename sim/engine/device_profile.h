@@ -32,7 +32,7 @@ namespace feather {
 enum class ParameterSource : uint8_t { kSpec, kAssumed, kMeasured, kPublished };
 [[nodiscard]] std::string_view ParameterSourceName(ParameterSource source);  // spec|assumed|...
 
-inline constexpr size_t kNumProfileParameters = 18;
+inline constexpr size_t kNumProfileParameters = 20;
 
 // The `measured_on` section: where and how the measurements behind a calibrated profile ran.
 struct ProfileMeasuredOn {
@@ -133,8 +133,19 @@ struct DeviceProfile {
   // m ≥ 2, while one token goes through GEMV and streams the weights once; 0 on GPUs. Optional
   // in profile files (absent = 0).
   double gemm_batched_fixed_ns = 0;
+  // How sharply the gemm roofline turns from the weight stream W to the compute C: the term is
+  // (W^k + C^k)^(1/k), a soft maximum (k → ∞ is max(W, C); k = 1 their sum). A GPU GEMM does
+  // not overlap its weight stream with its math perfectly near the knee: Vidur's H100 and A100
+  // tables (Llama-2-7B, TP 1) sit up to 2x above the hard max around it. 0 = the hard max (the
+  // value a profile without the key has).
+  double gemm_roofline_exponent = 0;
   double attn_bw_efficiency = 0;     // attention KV reads and writes from DRAM
   double attn_flops_efficiency = 0;  // compute-bound attention (prefill, cascade prefix pass)
+  // Fixed cost of decode attention per (decode sequence, KV head, layer): one flash-decoding
+  // CTA's prologue, pipeline fill and epilogue, paid however short the context. Why published
+  // efficiencies grow with context (FlashAttention-2 paged decode on H100: 23 % of peak at 32
+  // tokens, 66 % at 512). Optional (absent = 0).
+  double decode_cta_fixed_ns = 0;
 
   // --- Reuse of shared KV blocks through L2 without cascade ---
   double l2_bw_bytes_per_s = 0;  // effective bandwidth of KV reads served by L2

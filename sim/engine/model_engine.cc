@@ -18,6 +18,18 @@ int64_t RoundNs(double ns) { return static_cast<int64_t>(std::llround(ns)); }
 
 }  // namespace
 
+double SoftMax(double a, double b, double exponent) {
+  const double hi = std::max(a, b);
+  const double lo = std::min(a, b);
+  if (exponent <= 0 || hi <= 0) return hi;
+  const double k = std::max(exponent, 1.0);
+  return hi * std::pow(1 + std::pow(lo / hi, k), 1 / k);
+}
+
+namespace {
+
+}  // namespace
+
 bool VllmUsesCascade(uint32_t common_prefix_tokens, uint32_t num_requests, bool all_single_token,
                      uint32_t heads, uint32_t kv_heads, uint32_t sm_count) {
   if (common_prefix_tokens < kCascadeMinPrefixTokens) return false;
@@ -119,6 +131,8 @@ StepPricer::StepPricer(const DeviceProfile& p, const ModelConfig& model) {
       model.AttentionFlopsPerPair() * kNsPerS / (p.dense_flops_per_s * p.attn_flops_efficiency);
   reuse_window_requests_ = std::max(1.0, p.reuse_window_ctas / std::max(1u, model.kv_heads));
   reuse_hit_max_ = p.reuse_hit_max;
+  gemm_exponent_ = p.gemm_roofline_exponent;
+  decode_ns_per_request_ = p.decode_cta_fixed_ns * std::max(1u, model.kv_heads) * layers;
   cascade_fixed_ns_ = layers * p.cascade_layer_ns;
   cascade_ns_per_request_ = layers * p.cascade_merge_ns_per_request_layer;
   overhead_fixed_ns_ = p.step_fixed_ns + layers * p.layer_fixed_ns;
@@ -132,10 +146,11 @@ std::array<double, kNumStepTerms> StepPricer::Terms(const StepShape& shape) cons
   auto at = [&terms](StepTerm term) -> double& { return terms[static_cast<size_t>(term)]; };
 
   // Linear layers.
-  at(StepTerm::kGemm) = std::max(
-      weight_stream_ns_, shape.new_tokens * linear_ns_per_token_ +
-                             shape.sampled_tokens * lm_head_ns_per_token_ +
-                             (shape.new_tokens >= 2 ? gemm_batched_fixed_ns_ : 0.0));
+  at(StepTerm::kGemm) = SoftMax(weight_stream_ns_,
+                                shape.new_tokens * linear_ns_per_token_ +
+                                    shape.sampled_tokens * lm_head_ns_per_token_ +
+                                    (shape.new_tokens >= 2 ? gemm_batched_fixed_ns_ : 0.0),
+                                gemm_exponent_);
 
   // Cascade's shared-prefix pass.
   if (shape.cascade()) {
@@ -148,9 +163,10 @@ std::array<double, kNumStepTerms> StepPricer::Terms(const StepShape& shape) cons
   const KvReadSplit split =
       SplitKvReads(shape.decode_kv_tokens, shape.decode_kv_unique_tokens, shape.decode_requests,
                    reuse_window_requests_, reuse_hit_max_);
-  at(StepTerm::kDecodeAttention) =
-      (split.dram_tokens + shape.decode_requests) * dram_ns_per_kv_token_;
-  at(StepTerm::kKvReuse) = split.l2_tokens * l2_ns_per_kv_token_;
+  const double dram_ns = (split.dram_tokens + shape.decode_requests) * dram_ns_per_kv_token_;
+  const double l2_ns = shape.decode_kv_tokens * l2_ns_per_kv_token_;
+  at(StepTerm::kDecodeAttention) = dram_ns + shape.decode_requests * decode_ns_per_request_;
+  at(StepTerm::kKvReuse) = std::max(0.0, l2_ns - dram_ns);
 
   // Prefill chunks against their context (minus the prefix cascade already covered).
   if (shape.prefill_requests > 0) {

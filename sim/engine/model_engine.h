@@ -12,10 +12,17 @@
 // kv = KvBytesPerToken(); a = AttentionFlopsPerPair() = 4·heads·head_dim·layers. Profile fields
 // keep their names (sim/engine/device_profile.h). Each term is rounded to whole ns; total = Σ terms.
 //
-// kGemm — roofline of the linear layers:
-//   max( StepWeightBytes / (dram_bw · gemm_bw_efficiency),
-//        (n · LinearFlopsPerToken + s · LmHeadFlopsPerToken) / (dense_flops · gemm_flops_eff)
-//        + [n ≥ 2] · gemm_batched_fixed_ns )
+// kGemm — roofline of the linear layers, a soft maximum of the weight stream W and the compute C:
+//   W = StepWeightBytes / (dram_bw · gemm_bw_efficiency)
+//   C = (n · LinearFlopsPerToken + s · LmHeadFlopsPerToken) / (dense_flops · gemm_flops_eff)
+//       + [n ≥ 2] · gemm_batched_fixed_ns
+//   kGemm = SoftMax(W, C, k) = (W^k + C^k)^(1/k),  k = gemm_roofline_exponent (0: max(W, C))
+//   The hard max assumes the weight stream and the math overlap perfectly; near the knee they do
+//   not (a GEMM of a few hundred rows streams a weight tile, then computes on it, with too few
+//   CTAs to hide one behind the other). Pinned by Vidur's per-operator tables (Llama-2-7B, TP 1,
+//   QKV + O + up + down per layer, results/published/vidur and ../shared/published/vidur): on
+//   H100 the hard max misses its held-out rows by 11 %, k = 1.22 by 4.8 % (240 tokens: 261 µs
+//   measured, W = 141 µs and C = 131 µs apart); on A100 k = 1.69, 3.4 % held out.
 //   gemm_batched_fixed_ns is 0 on GPUs. On the CPU it is the weight repacking that Eigen's and
 //   OpenBLAS's GEMMs do on every call with 2+ rows (one token goes through GEMV, which streams
 //   the weights once): measured on cpu-small, 1 token 8.5 ms, 2 tokens 22 ms, then +0.67 ms a
@@ -39,6 +46,20 @@
 //   The prefix is read from DRAM once per step. The pass is priced at full-device rates: vLLM
 //   calls it with num_splits = max_num_splits (0 = split the KV as needed to fill the SMs),
 //   although its decision heuristic above counts one CTA per (query head, 128-query tile).
+//   Break-even against plain decoding. Cascade saves the repeat reads of the prefix (B·P tokens
+//   through L2, P·B·kv / l2_bw, or through DRAM when reuse is low) and pays the pass, the fixed
+//   cascade_layer_ns and the per-request merge: it wins with long prefixes and many queries, and
+//   loses at short prefixes, where the fixed cost dominates. The fixed cost is the
+//   implementation's: vLLM's FA3 cascade at prefix 512 and batch 256 takes 0.236 ms a layer
+//   against 0.095 ms plain (vllm PR 44397, results/published/cascade-speedups.csv), which pins
+//   cascade_layer_ns ≈ 0.21 ms on H100; FlashInfer's own cascade kernel, with far less fixed
+//   cost, wins 26× at a 32K prefix (the H100 profile predicts 8.9×: one fixed cost cannot serve
+//   both implementations, and feather models vLLM's). TensorRT-LLM's L20 curve (0.52× at prefix
+//   128, 8.4× at 1024, 32× at 4096, cascade time flat near 90 µs) shows the same shape on a
+//   device no profile describes. On the RTX 6000 Ada the paper's Exp 1 ("nearly 2×" between a
+//   homogeneous batch, which vLLM runs with cascade, and one with a single foreign request)
+//   drives it to its floor: at 0 the predicted drop is already 2.17, so the rows leave no room
+//   for a fixed cascade cost on that device (the joint fit's other parameters considered).
 //
 // kDecodeAttention and kKvReuse — decode KV reads. Without cascade the reads are (T, U); with
 // cascade the prefix moved to kCascadePrefix and the suffix reads are (T − B·P, U − P).
@@ -50,18 +71,30 @@
 // that holds a reader of a token reads it from DRAM again. With the batch in random order, the
 // c readers of a token fall in h = w·(1 − (1 − 1/w)^c) of the w = B/W windows (h = 1 if w ≤ 1),
 // and of the c − h repeat reads a fraction reuse_hit_max hits L2:
-//   l2_tokens   = reuse_hit_max · U · (c − h)
-//   dram_tokens = T − l2_tokens
-//   kDecodeAttention = (dram_tokens + B) · kv / (dram_bw · attn_bw_eff)   (+B: new KV written)
-//   kKvReuse         = l2_tokens · kv / l2_bw
+//   l2_hits     = reuse_hit_max · U · (c − h)
+//   dram_tokens = T − l2_hits
+//   DRAM time   = (dram_tokens + B) · kv / (dram_bw · attn_bw_eff)   (+B: new KV written)
+//   L2 time     = T · kv / l2_bw                                     (every read passes L2)
+//   kDecodeAttention = DRAM time + B · kv_heads · layers · decode_cta_fixed_ns
+//   kKvReuse         = max(0, L2 time − DRAM time)
+// so the two levels overlap: the reads take max(DRAM time, L2 time), a two-level roofline. A
+// batch whose repeat reads mostly hit is bound by L2's bandwidth, not by how many distinct
+// tokens it has: that is why the paper measures little change from 2 to 20 prefix groups of
+// 10K tokens (Exp 3, Takeaway 3) while one request of another prefix among 500 halves decode
+// throughput (Exp 1): the homogeneous batch runs vLLM's cascade (the prefix read once, the
+// queries batched), the mixed one flash-decoding at L2 speed. l2_bw, reuse_hit_max and the
+// window are pinned jointly by the paper's §3 ratios on the RTX 6000 Ada
+// (results/published/paper-s3-rtx6000-ada.csv, Exps 1–6 and appendix B.1) and, on H100, by the
+// plain side of vLLM's FA3 cascade comparison (prefix 512, batch 256: 0.095 ms a layer, more
+// than DRAM alone could deliver; results/published/cascade-speedups.csv).
+// The per-CTA fixed cost is pinned by the decode-attention kernel points
+// (results/published/h100-decode-attention.csv): FlashAttention-2 paged decode, 64 sequences of
+// 8 KV heads, reaches 23 % of H100's bandwidth at 32 tokens and 66 % at 512, and FA3's batch of
+// 16 × 32 heads 1.23 TB/s at 128 tokens against 1.85 TB/s at 4,000: time = fixed + bytes / rate.
 // Why windows and not "unique KV vs L2 size": the paper (§B.1) finds no throughput drop when
-// the whole KV outgrows L2 and (Takeaway 3) little change from 2 to 20 prefix groups; what
-// matters is the KV that requests running close together in time touch. Here DRAM traffic is
-// U·h: each window reads each token present in it once, so more groups cost more DRAM reads
-// only as far as a window holds fewer readers of each; a wide window (the shipped profiles
-// assume 8 CTAs per SM) keeps 2 to 20 groups within ~25% of each other (Llama-3-8B, 500
-// requests of 10K tokens), and reuse fades as c → 1. Models without GQA (LongChat-13B:
-// kv_heads = heads = 40) get a 5× narrower window than Llama-3-8B (8 KV heads): less locality.
+// the whole KV outgrows L2; what matters is the KV that requests running close together in time
+// touch. Models without GQA (LongChat-13B: kv_heads = heads = 40) get a 5× narrower window than
+// Llama-3-8B (8 KV heads): less locality.
 //
 // kPrefillAttention — causal attention of each prefill chunk (n_i new tokens after c_i cached
 // ones; c_i − P when cascade took the prefix):
@@ -71,8 +104,11 @@
 // kOverhead — step_fixed_ns + layers · layer_fixed_ns + R · per_request_ns.
 //
 // Not modelled: decode-attention FLOPs (≈ heads/kv_heads FLOP per KV byte, far below the
-// ridge), elementwise kernels (norms, RoPE, SiLU), GEMM wave quantization, and the L2 capacity
-// as such (see above); the assumed profile values absorb them until calibration.
+// ridge), elementwise kernels (norms, RoPE, SiLU), GEMM wave quantization (Vidur's rows wobble
+// ±5 % around the smooth curve with the token count), the batch's order (the window model
+// assumes requests of one prefix are spread at random over the batch; a scheduler that keeps
+// them together would see more reuse), and the L2 capacity as such (see above); profile values
+// absorb them.
 #pragma once
 
 #include <array>
@@ -155,6 +191,8 @@ class StepPricer {
   double attn_ns_per_pair_ = 0;        // one (query, key) pair across all layers, at full rate
   double reuse_window_requests_ = 1;   // reuse_window_ctas / kv_heads, at least 1
   double reuse_hit_max_ = 0;
+  double gemm_exponent_ = 0;           // gemm_roofline_exponent (0: the hard max)
+  double decode_ns_per_request_ = 0;   // decode_cta_fixed_ns · kv_heads · layers
   double cascade_fixed_ns_ = 0;        // layers · cascade_layer_ns
   double cascade_ns_per_request_ = 0;  // layers · cascade_merge_ns_per_request_layer
   double overhead_fixed_ns_ = 0;       // step_fixed_ns + layers · layer_fixed_ns
@@ -200,6 +238,10 @@ struct KvReadSplit {
 };
 [[nodiscard]] KvReadSplit SplitKvReads(double total_tokens, double unique_tokens, double requests,
                                        double window_requests, double hit_max);
+
+// The gemm roofline's soft maximum of `a` and `b` >= 0: (a^k + b^k)^(1/k), computed as
+// hi·(1 + (lo/hi)^k)^(1/k); k <= 0 gives max(a, b), 0 < k < 1 is read as 1 (the sum). O(1).
+[[nodiscard]] double SoftMax(double a, double b, double exponent);
 
 // KV-cache pool size in blocks, as vLLM sizes it:
 //   floor((memory_bytes · memory_utilization − WeightBytes − activation_reserve_bytes)

@@ -87,7 +87,7 @@ TEST_F(CalibrateRefitTest, PublishedRowsRefitAsPublishedAndBadFilesExit2) {
        "--out", out.string()});
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.out, HasSubstr("refitting 270 rows"));
-  EXPECT_THAT(run.out, HasSubstr("ratio rows (checked, not fitted)"));
+  EXPECT_THAT(run.out, HasSubstr("ratio rows under profile h100-sxm"));
   const DeviceProfile profile = LoadDeviceProfile(out.string());
   EXPECT_EQ(profile.origins[0].source, ParameterSource::kSpec);  // memory_bytes kept
   bool published = false;
@@ -107,6 +107,53 @@ TEST_F(CalibrateRefitTest, PublishedRowsRefitAsPublishedAndBadFilesExit2) {
       {"calibrate", "--refit", bad.string(), "--base", "h100-sxm", "--out", out.string()});
   EXPECT_EQ(failed.exit_code, 2);
   EXPECT_THAT(failed.err, HasSubstr("bad.csv:3: measured: expected a finite number > 0"));
+}
+
+// --fit-ratios: the paper's §3 rows alone give a profile (no term rows, so no rows file); the
+// fitted parameters are `published` and name the rows; the others keep the base's sources; the
+// assumed ones are listed in the notes. Bad parameter names and row ids exit 2.
+TEST_F(CalibrateRefitTest, RatioRowsFitJointlyAndBadNamesExit2) {
+  const std::string rows =
+      std::string(FEATHER_SOURCE_DIR) + "/results/published/paper-s3-rtx6000-ada.csv";
+  const std::string base =
+      std::string(FEATHER_SOURCE_DIR) + "/results/profiles/spec/rtx6000-ada.yaml";
+  const fs::path out = dir_ / "rtx.yaml";
+  const RunResult run =
+      RunFeather({"calibrate", "--refit", rows, "--fit-ratios",
+                  "l2_bw_bytes_per_s,reuse_hit_max,reuse_window_ctas,cascade_layer_ns", "--base",
+                  base, "--out", out.string()});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("joint ratio fit on 10 rows of rtx6000-ada"));
+  EXPECT_THAT(run.out, HasSubstr("exp1-f0.002-vs-homogeneous"));
+  EXPECT_FALSE(fs::exists(dir_ / "rtx-rows.csv"));
+  const DeviceProfile profile = LoadDeviceProfile(out.string());
+  const DeviceProfile spec = LoadDeviceProfile(base);
+  const auto params = ProfileParameters();
+  for (size_t i = 0; i < params.size(); ++i) {
+    if (params[i].name == "l2_bw_bytes_per_s") {
+      EXPECT_EQ(profile.origins[i].source, ParameterSource::kPublished);
+      EXPECT_THAT(profile.origins[i].note, HasSubstr("paper-s3-rtx6000-ada.csv"));
+    }
+    if (params[i].name == "gemm_bw_efficiency") EXPECT_EQ(profile.origins[i], spec.origins[i]);
+  }
+  EXPECT_THAT(profile.notes, HasSubstr("Assumed (nothing published informs them): "));
+  EXPECT_THAT(profile.notes, HasSubstr("gemm_bw_efficiency"));
+  // The shipped profile is this fit (results/profiles/README.md's command): the same values.
+  const DeviceProfile shipped =
+      LoadDeviceProfile(std::string(FEATHER_SOURCE_DIR) + "/results/profiles/rtx6000-ada.yaml");
+  for (const ProfileParameterInfo& info : params) {
+    EXPECT_EQ(profile.*(info.field), shipped.*(info.field)) << info.name;
+  }
+
+  const RunResult bad_name = RunFeather({"calibrate", "--refit", rows, "--fit-ratios",
+                                         "l2_bandwidth", "--base", base, "--out", out.string()});
+  EXPECT_EQ(bad_name.exit_code, 2);
+  EXPECT_THAT(bad_name.err, HasSubstr("'l2_bandwidth' is no profile parameter"));
+  const RunResult bad_id =
+      RunFeather({"calibrate", "--refit", rows, "--fit-ratios", "cascade_layer_ns",
+                  "--ratio-rows", "exp9", "--base", base, "--out", out.string()});
+  EXPECT_EQ(bad_id.exit_code, 2);
+  EXPECT_THAT(bad_id.err, HasSubstr("no ratio row has the id 'exp9'"));
 }
 
 }  // namespace
