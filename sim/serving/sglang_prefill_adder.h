@@ -37,6 +37,22 @@
 // Not modelled here: ignore_eos requests with the radix cache disabled
 // (add_one_req_ignore_eos), hierarchical-cache host hits, SWA/Mamba pools, LoRA limits,
 // priority preemption, mixed chunked prefill (mixed_with_decode_tokens = 0).
+//
+// The rest of `serving.engine: sglang`, read from the same release and NOT yet in the serving
+// loop (sim/serving/simulator.cc still forms vLLM-style mixed batches for every policy):
+// - scheduler.py, Scheduler.get_next_batch_to_run: each step runs a prefill (extend) batch if
+//   get_new_batch_prefill formed one, else a decode step of the whole running batch; the two
+//   are not mixed (enable_mixed_chunk defaults to False in server_args.py).
+// - scheduler.py, Scheduler.__init__: new_token_ratio starts at
+//   min(SGLANG_INIT_NEW_TOKEN_RATIO 0.7 x schedule_conservativeness 1.0, 1); its floor is
+//   init x SGLANG_MIN_NEW_TOKEN_RATIO_FACTOR 0.14; Scheduler.update_running_batch lowers it by
+//   (init - min) / SGLANG_NEW_TOKEN_RATIO_DECAY_STEPS 600 on every decode step that needs no
+//   retraction.
+// - schedule_batch.py, ScheduleBatch.retract_decode: when check_decode_mem fails, requests are
+//   retracted (back to the waiting queue, output kept) in order of most output, then shortest
+//   prompt, until the rest fit; new_token_ratio becomes min(1, (decoded tokens of the kept +
+//   SGLANG_RETRACT_DECODE_STEPS 20 x kept) / (sum of their max_new_tokens + 1)).
+// - server_args.py: max_prefill_tokens 16384; chunked_prefill_size set per GPU memory when None.
 #pragma once
 
 #include <algorithm>
