@@ -25,6 +25,7 @@
 #include "base/input_error.h"
 #include "sim/io/scenario.h"
 #include "sim/io/scenario_run.h"
+#include "sim/serving/sglang_prefill_adder.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -73,6 +74,33 @@ void BindRun(nb::module_& m) {
       "scenario_path"_a, "overrides"_a,
       "The stop policy a scenario configures (scheduler.stop and its options, loaded from "
       "scheduler.policy.load when set). Use feather.stop_policy_from_scenario().");
+  m.def(
+      "sglang_prefill_admit",
+      [](int64_t page_size, double new_token_ratio, int64_t available_tokens,
+         int64_t rem_input_tokens, int64_t rem_chunk_tokens, int64_t max_running_requests,
+         const std::vector<int64_t>& running_remaining,
+         const std::vector<std::vector<int64_t>>& waiting) {
+        if (page_size < 1) throw nb::value_error("page_size must be >= 1");
+        SglangAdderState s;
+        s.page_size = page_size;
+        s.new_token_ratio = new_token_ratio;
+        s.available_tokens = available_tokens;
+        s.rem_input_tokens = rem_input_tokens;
+        s.rem_chunk_tokens = rem_chunk_tokens;
+        s.max_running_requests = max_running_requests;
+        std::vector<SglangWaitingReq> w;
+        for (const auto& r : waiting) {
+          if (r.size() != 3) throw nb::value_error("waiting rows are (extend_input_len, max_new_tokens, output_len)");
+          w.push_back({r[0], r[1], r[2]});
+        }
+        const SglangAdmission a = SglangPrefillAdmit(s, running_remaining, w);
+        return std::make_pair(a.admitted, a.chunked_len);
+      },
+      "page_size"_a, "new_token_ratio"_a, "available_tokens"_a, "rem_input_tokens"_a,
+      "rem_chunk_tokens"_a, "max_running_requests"_a, "running_remaining"_a, "waiting"_a,
+      "SGLang 0.5.6's prefill admission (sim/serving/sglang_prefill_adder.h): (indices of the "
+      "admitted waiting requests, extend length of a truncated last one or -1). waiting rows are "
+      "(extend_input_len, max_new_tokens, output_len); rem_chunk_tokens < 0 = no chunking.");
 }
 
 }  // namespace feather::python
