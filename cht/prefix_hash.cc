@@ -98,6 +98,18 @@ void ScrambleScalar(uint64_t* acc) {
 }
 
 #if defined(__SSE2__)
+// One stripe (data d0 d1, key words at `key`) into the lanes a0 a1: lo32 * hi32 of each keyed
+// 64-bit word, plus the data words swapped within each pair of lanes.
+inline void AccumulateStripeSse2(__m128i& a0, __m128i& a1, __m128i d0, __m128i d1,
+                                 const __m128i* key) {
+  const __m128i dk0 = _mm_xor_si128(d0, _mm_loadu_si128(key));
+  const __m128i dk1 = _mm_xor_si128(d1, _mm_loadu_si128(key + 1));
+  a0 = _mm_add_epi64(a0, _mm_mul_epu32(dk0, _mm_srli_epi64(dk0, 32)));
+  a1 = _mm_add_epi64(a1, _mm_mul_epu32(dk1, _mm_srli_epi64(dk1, 32)));
+  a0 = _mm_add_epi64(a0, _mm_shuffle_epi32(d0, _MM_SHUFFLE(1, 0, 3, 2)));
+  a1 = _mm_add_epi64(a1, _mm_shuffle_epi32(d1, _MM_SHUFFLE(1, 0, 3, 2)));
+}
+
 void AccumulateSse2(uint64_t* acc, const unsigned char* data, size_t n, size_t first_stripe) {
   __m128i a0 = _mm_load_si128(reinterpret_cast<const __m128i*>(acc));
   __m128i a1 = _mm_load_si128(reinterpret_cast<const __m128i*>(acc + 2));
@@ -106,15 +118,7 @@ void AccumulateSse2(uint64_t* acc, const unsigned char* data, size_t n, size_t f
     const __m128i* key = reinterpret_cast<const __m128i*>(&kStripeKeyTable[4 * row]);
     const __m128i d0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(data + 32 * s));
     const __m128i d1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(data + 32 * s + 16));
-    const __m128i k0 = _mm_loadu_si128(key);
-    const __m128i k1 = _mm_loadu_si128(key + 1);
-    const __m128i dk0 = _mm_xor_si128(d0, k0);
-    const __m128i dk1 = _mm_xor_si128(d1, k1);
-    // lo32 * hi32 of each 64-bit lane; the data words swapped within each pair of lanes.
-    a0 = _mm_add_epi64(a0, _mm_mul_epu32(dk0, _mm_srli_epi64(dk0, 32)));
-    a1 = _mm_add_epi64(a1, _mm_mul_epu32(dk1, _mm_srli_epi64(dk1, 32)));
-    a0 = _mm_add_epi64(a0, _mm_shuffle_epi32(d0, _MM_SHUFFLE(1, 0, 3, 2)));
-    a1 = _mm_add_epi64(a1, _mm_shuffle_epi32(d1, _MM_SHUFFLE(1, 0, 3, 2)));
+    AccumulateStripeSse2(a0, a1, d0, d1, key);
     row = row + 1 == kStripeKeys ? 0 : row + 1;
   }
   _mm_store_si128(reinterpret_cast<__m128i*>(acc), a0);
@@ -217,14 +221,9 @@ void StripedRunSse2(StripedState& st, const unsigned char* data, size_t bytes,
   const __m128i s1 = _mm_loadu_si128(keys + kScrambleKey / 2 + 1);
   const __m128i prime = _mm_set1_epi32(static_cast<int>(kPrime32));
   const auto absorb = [&](const unsigned char* p, size_t row) {
-    const __m128i d0 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p));
-    const __m128i d1 = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16));
-    const __m128i dk0 = _mm_xor_si128(d0, _mm_loadu_si128(keys + 2 * row));
-    const __m128i dk1 = _mm_xor_si128(d1, _mm_loadu_si128(keys + 2 * row + 1));
-    a0 = _mm_add_epi64(a0, _mm_mul_epu32(dk0, _mm_srli_epi64(dk0, 32)));
-    a1 = _mm_add_epi64(a1, _mm_mul_epu32(dk1, _mm_srli_epi64(dk1, 32)));
-    a0 = _mm_add_epi64(a0, _mm_shuffle_epi32(d0, _MM_SHUFFLE(1, 0, 3, 2)));
-    a1 = _mm_add_epi64(a1, _mm_shuffle_epi32(d1, _MM_SHUFFLE(1, 0, 3, 2)));
+    AccumulateStripeSse2(a0, a1, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p)),
+                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)),
+                         keys + 2 * row);
   };
   // Keeps the first `keep` (< 32) bytes of the stripe at `p`, zeroes the rest (mask bytes
   // 32 - keep .. 63 - keep of kKeepMask).
@@ -234,12 +233,7 @@ void StripedRunSse2(StripedState& st, const unsigned char* data, size_t bytes,
                                      _mm_loadu_si128(mask));
     const __m128i d1 = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16)),
                                      _mm_loadu_si128(mask + 1));
-    const __m128i dk0 = _mm_xor_si128(d0, _mm_loadu_si128(keys + 2 * row));
-    const __m128i dk1 = _mm_xor_si128(d1, _mm_loadu_si128(keys + 2 * row + 1));
-    a0 = _mm_add_epi64(a0, _mm_mul_epu32(dk0, _mm_srli_epi64(dk0, 32)));
-    a1 = _mm_add_epi64(a1, _mm_mul_epu32(dk1, _mm_srli_epi64(dk1, 32)));
-    a0 = _mm_add_epi64(a0, _mm_shuffle_epi32(d0, _MM_SHUFFLE(1, 0, 3, 2)));
-    a1 = _mm_add_epi64(a1, _mm_shuffle_epi32(d1, _MM_SHUFFLE(1, 0, 3, 2)));
+    AccumulateStripeSse2(a0, a1, d0, d1, keys + 2 * row);
   };
   const auto scramble = [&](__m128i a, __m128i key) {
     a = _mm_xor_si128(_mm_xor_si128(a, _mm_srli_epi64(a, 47)), key);
