@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <limits>
 #include <stdexcept>
+#include <utility>
 
 #include "calib/solvers.h"
 
@@ -31,15 +32,23 @@ std::string Number(double value) {
 
 bool IsLinear(std::string_view name) { return name == "reuse_hit_max"; }
 
+// A floor physics sets that the loader's range does not: every decode KV read passes L2, so L2
+// delivers at least what DRAM does (else the two-level roofline would price a hit slower than a
+// miss). Without it the H100 cascade rows are met by an L2 of 1.4 GB/s that makes plain decoding
+// absurdly slow and cascade "win" 23x.
+double PhysicalFloor(std::string_view name, const DeviceProfile& base) {
+  return name == "l2_bw_bytes_per_s" ? base.dram_bw_bytes_per_s : 0.0;
+}
+
 double Residual(const RatioRow& row, double predicted) {
   const double r = std::log(std::max(predicted, 1e-300) / row.measured);
   switch (row.relation) {
     case RatioRelation::kAbout:
       return r;
     case RatioRelation::kAtLeast:
-      return std::min(0.0, r);
+      return kRatioBoundWeight * std::min(0.0, r - kRatioBoundMargin);
     case RatioRelation::kAtMost:
-      return std::max(0.0, r);
+      return kRatioBoundWeight * std::max(0.0, r + kRatioBoundMargin);
   }
   return r;
 }
@@ -99,40 +108,92 @@ RatioFit FitRatioRows(const DeviceProfile& base, std::span<const RatioRow> rows,
       axes.push_back({0.25, 0.5, 0.8, 0.95, 1.0});
     } else {
       const double start = v > 0 ? v : std::max(info->min, 1.0);
-      axes.push_back({start / 16, start / 4, start, start * 4, start * 16});
+      axes.push_back({start / 256, start / 16, start / 4, start, start * 4, start * 16});
     }
   }
-  double best_cost = std::numeric_limits<double>::infinity();
-  std::vector<double> best(infos.size());
+  // Every grid point's cost; Levenberg–Marquardt then starts from the kStarts best ones and
+  // the lowest end point wins. The cost has kinks (a max of two roofs, one-sided rows, integer
+  // rounding), so one start can stop in a shallow local minimum: on the RTX 6000 Ada rows a
+  // single start left two inequality rows broken where another start keeps all ten.
+  constexpr size_t kStarts = 8;
+  constexpr int kPolishEvaluations = 2000;
+  std::vector<std::pair<double, std::vector<double>>> grid;
   std::vector<size_t> at(infos.size(), 0);
   while (true) {
-    for (size_t j = 0; j < infos.size(); ++j) profile.*(infos[j]->field) = axes[j][at[j]];
-    residuals_of(profile, r);
-    if (r.squaredNorm() < best_cost) {
-      best_cost = r.squaredNorm();
-      for (size_t j = 0; j < infos.size(); ++j) best[j] = axes[j][at[j]];
+    std::vector<double> point(infos.size());
+    for (size_t j = 0; j < infos.size(); ++j) {
+      point[j] = axes[j][at[j]];
+      profile.*(infos[j]->field) = point[j];
     }
+    residuals_of(profile, r);
+    grid.emplace_back(r.squaredNorm(), std::move(point));
     size_t j = 0;
     while (j < infos.size() && ++at[j] == axes[j].size()) at[j++] = 0;
     if (j == infos.size()) break;
   }
-  Eigen::VectorXd x0(static_cast<Eigen::Index>(infos.size()));
-  for (size_t j = 0; j < infos.size(); ++j) x0(static_cast<Eigen::Index>(j)) = to_x(j, best[j]);
+  const size_t starts = std::min(kStarts, grid.size());
+  std::partial_sort(grid.begin(), grid.begin() + static_cast<std::ptrdiff_t>(starts), grid.end(),
+                    [](const auto& a, const auto& b) { return a.first < b.first; });
   auto set = [&](const Eigen::VectorXd& x) {
     for (size_t j = 0; j < infos.size(); ++j) {
       const ProfileParameterInfo& info = *infos[j];
       double v = from_x(j, x(static_cast<Eigen::Index>(j)));
       const bool below = info.min_exclusive ? v <= info.min : v < info.min;
       if (below) v = info.min_exclusive ? std::nextafter(info.min, info.max) : info.min;
-      profile.*(info.field) = std::min(v, info.max);
+      profile.*(info.field) = std::max(std::min(v, info.max), PhysicalFloor(info.name, base));
     }
   };
   const ResidualFunction residuals = [&](const Eigen::VectorXd& x, Eigen::VectorXd& out) {
     set(x);
     residuals_of(profile, out);
   };
-  const LeastSquaresResult result = MinimizeLeastSquares(residuals, n, x0);
-  set(result.x);
+  Eigen::VectorXd best_x;
+  double best_cost = std::numeric_limits<double>::infinity();
+  for (size_t k = 0; k < starts; ++k) {
+    Eigen::VectorXd x0(static_cast<Eigen::Index>(infos.size()));
+    for (size_t j = 0; j < infos.size(); ++j) {
+      x0(static_cast<Eigen::Index>(j)) = to_x(j, grid[k].second[j]);
+    }
+    const LeastSquaresResult result = MinimizeLeastSquares(residuals, n, x0);
+    set(result.x);
+    residuals_of(profile, r);
+    if (r.squaredNorm() < best_cost) {
+      best_cost = r.squaredNorm();
+      best_x = result.x;
+    }
+  }
+  // Polish by compass search (try ±step on each coordinate, keep what lowers the cost, halve
+  // the step when nothing does): it needs no gradient, so it crosses the kinks where LM stalls.
+  {
+    Eigen::VectorXd x = best_x;
+    double step = 0.5;
+    auto cost_at = [&](const Eigen::VectorXd& y) {
+      set(y);
+      residuals_of(profile, r);
+      return r.squaredNorm();
+    };
+    int evaluations = 0;
+    while (step > 1e-3 && evaluations < kPolishEvaluations) {
+      bool moved = false;
+      for (Eigen::Index j = 0; j < x.size(); ++j) {
+        for (const double sign : {1.0, -1.0}) {
+          Eigen::VectorXd y = x;
+          // The hit rate lives on [0, 1]: its steps are a tenth of the log-space ones.
+          y(j) += sign * step * (IsLinear(infos[static_cast<size_t>(j)]->name) ? 0.1 : 1.0);
+          const double c = cost_at(y);
+          ++evaluations;
+          if (c < best_cost - 1e-12) {
+            best_cost = c;
+            x = y;
+            moved = true;
+          }
+        }
+      }
+      if (!moved) step /= 2;
+    }
+    best_x = x;
+  }
+  set(best_x);
   for (const ProfileParameterInfo* info : infos) {
     if (info->integer) profile.*(info->field) = std::max(info->min, std::round(profile.*(info->field)));
   }

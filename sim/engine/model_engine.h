@@ -58,8 +58,9 @@
 //   128, 8.4× at 1024, 32× at 4096, cascade time flat near 90 µs) shows the same shape on a
 //   device no profile describes. On the RTX 6000 Ada the paper's Exp 1 ("nearly 2×" between a
 //   homogeneous batch, which vLLM runs with cascade, and one with a single foreign request)
-//   drives it to its floor: at 0 the predicted drop is already 2.17, so the rows leave no room
-//   for a fixed cascade cost on that device (the joint fit's other parameters considered).
+//   drives it to its floor: at 0 the predicted drop is already 2.34 (+17 %) once Exp 6's
+//   direction is held, so the rows leave no room for a fixed cascade cost on that device (the
+//   joint fit's other parameters considered).
 //
 // kDecodeAttention and kKvReuse — decode KV reads. Without cascade the reads are (T, U); with
 // cascade the prefix moved to kCascadePrefix and the suffix reads are (T − B·P, U − P).
