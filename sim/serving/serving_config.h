@@ -21,7 +21,11 @@ struct ServingConfig {
   uint32_t block_tokens = 16;               // KV block size
   bool prefix_caching = true;
   bool chunked_prefill = true;
-  bool cascade_attention = true;  // vLLM's cascade (shared-prefix) attention; off = flash-decoding only
+  // vLLM's cascade (shared-prefix) attention; off = flash-decoding only. Off by default, as in
+  // vLLM since PR 36318 (2026-03: ModelConfig.disable_cascade_attn defaults to True, the
+  // heuristic still gates it when enabled). The paper ran vLLM with cascade on, so every
+  // scenario that reproduces the paper sets `serving.cascade_attention: true`.
+  bool cascade_attention = false;
   // Admission gate of vLLM >= 0.32 (--scheduler-reserve-full-isl, on by default): a waiting or
   // preempted request is admitted only if the KV blocks of its whole known sequence (prompt, plus
   // the output a resumed request already has), less its prefix-cache hit, fit in the free pool,
