@@ -82,12 +82,14 @@ uint32_t Simulator::AdmitSglang(size_t decoding) {
     }
   }
   while (true) {
+    const std::optional<Candidate> candidate = Timed([&] { return selector_.Next(); });
+    if (!candidate) break;
+    // Checked per waiting request, as get_new_batch_prefill's loop does (an exhausted queue
+    // leaves the batch unmarked).
     if (decoding + prefill_requests >= config_.max_num_seqs) {
       sglang_.set_batch_is_full(true);
       break;
     }
-    const std::optional<Candidate> candidate = Timed([&] { return selector_.Next(); });
-    if (!candidate) break;
     const RequestId id = candidate->id;
     RequestState& s = state_[id];
     const uint32_t sequence = s.SequenceTokens();
