@@ -1,6 +1,6 @@
 // sglang_prefill_adder.h: SGLang 0.5.6's rule for which waiting requests join the next prefill
-// (extend) batch, as a pure function of the engine's state. The first piece of
-// `serving.engine: sglang` (issue 16 item 3); the serving loop does not call it yet.
+// (extend) batch, as a function of the engine's state: the admission half of
+// `serving.engine: sglang` (issue 16 item 3).
 //
 // Why it matters. vLLM admits a waiting request when its blocks fit in the free pool now
 // (plus, since 0.32, its whole known sequence). SGLang instead reserves room for the *future*
@@ -38,10 +38,13 @@
 // (add_one_req_ignore_eos), hierarchical-cache host hits, SWA/Mamba pools, LoRA limits,
 // priority preemption, mixed chunked prefill (mixed_with_decode_tokens = 0).
 //
-// The serving loop calls it one request at a time through SglangPrefillAdder (below), from
-// sim/serving/sglang_batcher.h, which holds the rest of `serving.engine: sglang` (prefill-or-decode
-// steps, new_token_ratio, retraction) with their citations. SglangPrefillAdmit is the same rule
-// over a whole queue, for the tests that compare it with SGLang's class.
+// The serving loop (sim/serving/simulator_sglang.cc) calls it one request at a time through
+// SglangPrefillAdder (below), which adds the _lock_node re-check of the prefix hit's evictable
+// tokens (`locked_evictable_tokens`; the differential test passes none, as its mock cache has
+// none) and add_chunked_req. sim/serving/sglang_batcher.h holds the rest of `serving.engine:
+// sglang` (prefill-or-decode steps, new_token_ratio, retraction) with their citations.
+// SglangPrefillAdmit is the same rule over a whole queue, for the tests that compare it with
+// SGLang's class.
 //
 // Cost: O(1) per TryAdd; SglangPrefillAdmit O(running + waiting).
 #pragma once
