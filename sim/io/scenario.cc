@@ -58,6 +58,8 @@ constexpr NameEntry<GroupSizes> kGroupSizes[] = {{"equal", GroupSizes::kEqual},
 constexpr NameEntry<StateBins> kStateBins[] = {{"authors", StateBins::kAuthors},
                                                {"exponential", StateBins::kExponential},
                                                {"cascade", StateBins::kCascade}};
+constexpr NameEntry<ServingEngine> kServingEngines[] = {{"vllm", ServingEngine::kVllm},
+                                                        {"sglang", ServingEngine::kSglang}};
 constexpr NameEntry<SchedulerTimeMode> kSchedulerTimes[] = {
     {"measured", SchedulerTimeMode::kMeasured},
     {"zero", SchedulerTimeMode::kZero},
@@ -416,6 +418,16 @@ void ReadServing(MapReader& root, Scenario& s) {
   if (!node) return;
   MapReader m(root.problems(), *node, "serving");
   ServingConfig& c = s.serving;
+  m.EnumChoice("engine", c.engine, kServingEngines);
+  m.Integer("max_prefill_tokens", c.sglang.max_prefill_tokens, 1, 1 << 24);
+  m.Integer("chunked_prefill_size", c.sglang.chunked_prefill_size, 0, 1 << 24);
+  if (c.engine != ServingEngine::kSglang) {
+    for (const char* key : {"max_prefill_tokens", "chunked_prefill_size"}) {
+      if (const YAML::Node value = m.Value(key); value.IsDefined() && !value.IsNull()) {
+        m.Add(value, key, "is SGLang's limit; it needs serving.engine: sglang");
+      }
+    }
+  }
   m.Integer("max_num_batched_tokens", c.max_num_batched_tokens, 1, 1 << 24);
   m.Integer("max_num_seqs", c.max_num_seqs, 1, 1 << 20);
   m.Integer("block_tokens", c.block_tokens, 1, 4096);
@@ -695,6 +707,12 @@ nlohmann::ordered_json ScenarioToJson(const Scenario& s) {
                {"reserve_full_sequence", c.reserve_full_sequence},
                {"gpu_memory_utilization", c.gpu_memory_utilization},
                {"kv_cache_blocks", c.kv_cache_blocks}};
+  // Echoed only under sglang, so that vLLM runs keep their summaries bit for bit.
+  if (c.engine == ServingEngine::kSglang) {
+    serving["engine"] = NameOf(kServingEngines, c.engine);
+    serving["max_prefill_tokens"] = c.sglang.max_prefill_tokens;
+    serving["chunked_prefill_size"] = c.sglang.chunked_prefill_size;
+  }
   J out{{"name", s.name},
         {"source", s.source},
         {"seed", s.seed},

@@ -89,6 +89,14 @@ PreparedRun PrepareRun(const Scenario& scenario) {
       throw InputError(scenario.source, 0, "serving.gpu_memory_utilization", e.what());
     }
   }
+  if (prepared.serving.engine == ServingEngine::kSglang) {
+    // SGLang has no vLLM-style cascade path (sim/serving/sglang_batcher.h).
+    prepared.serving.cascade_attention = false;
+    if (prepared.serving.sglang.chunked_prefill_size == 0) {
+      prepared.serving.sglang.chunked_prefill_size =
+          ChunkedPrefillSizeFor(prepared.profile.memory_bytes);
+    }
+  }
   if (prepared.serving.scheduler_time == SchedulerTimeMode::kEngine) {
     const ResolvedText table =
         ReadNamedFile(scenario.engine_cost, "results/engine-cost", "scheduler_engine_cost");
@@ -173,6 +181,10 @@ nlohmann::ordered_json ResolvedRunJson(const PreparedRun& prepared) {
             {"weight_bytes", m.WeightBytes()}}},
           {"profile", prepared.profile.name},
           {"profile_file", prepared.profile_file}};
+  if (prepared.serving.engine == ServingEngine::kSglang) {
+    out["sglang_chunked_prefill_size"] = prepared.serving.sglang.chunked_prefill_size;
+    out["cascade_attention"] = prepared.serving.cascade_attention;  // off: SGLang has no cascade
+  }
   if (prepared.serving.scheduler_time == SchedulerTimeMode::kEngine) {
     out["engine_cost_file"] = prepared.engine_cost_file;
     out["engine_cost_operation"] = EngineOperationName(prepared.serving.engine_cost.operation);

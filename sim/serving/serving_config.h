@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "sim/serving/engine_cost.h"
+#include "sim/serving/sglang_batcher.h"
 
 namespace feather {
 
@@ -15,7 +16,15 @@ enum class SchedulerTimeMode : uint8_t {
   kEngine,    // what the baseline's real engine spends per round (engine_cost.h; deterministic)
 };
 
+// Whose batch formation the serving loop follows (simulator.h: vLLM v1's mixed steps;
+// sglang_batcher.h: SGLang's prefill-or-decode steps and PrefillAdder).
+enum class ServingEngine : uint8_t { kVllm, kSglang };
+
 struct ServingConfig {
+  ServingEngine engine = ServingEngine::kVllm;
+  // kSglang only: SGLang's limits and constants; chunked_prefill_size must be resolved (non-zero)
+  // before the run, chunked_prefill off disables SGLang's chunking too.
+  SglangConfig sglang;
   uint32_t max_num_batched_tokens = 32768;  // token budget per step (paper: 32K)
   uint32_t max_num_seqs = 500;              // max requests in the running batch
   uint32_t block_tokens = 16;               // KV block size
@@ -24,7 +33,8 @@ struct ServingConfig {
   // vLLM's cascade (shared-prefix) attention; off = flash-decoding only. Off by default, as in
   // vLLM since PR 36318 (2026-03: ModelConfig.disable_cascade_attn defaults to True, the
   // heuristic still gates it when enabled). The paper ran vLLM with cascade on, so every
-  // scenario that reproduces the paper sets `serving.cascade_attention: true`.
+  // scenario that reproduces the paper sets `serving.cascade_attention: true`. Always off under
+  // kSglang (SGLang has no batch-wide cascade path).
   bool cascade_attention = false;
   // Admission gate of vLLM >= 0.32 (--scheduler-reserve-full-isl, on by default): a waiting or
   // preempted request is admitted only if the KV blocks of its whole known sequence (prompt, plus

@@ -124,10 +124,13 @@ Simulator::Simulator(const ServingConfig& config, const Workload& workload,
       selector_(selector),
       policy_(policy),
       engine_(engine),
-      kv_(KvCacheConfig{config.block_tokens, config.kv_cache_blocks, config.prefix_caching}) {
+      kv_(KvCacheConfig{config.block_tokens, config.kv_cache_blocks, config.prefix_caching}),
+      sglang_(config.sglang) {
   FEATHER_CHECK(config.kv_cache_blocks > 0, "kv_cache_blocks must be resolved before the run");
   FEATHER_CHECK(config.max_num_batched_tokens > 0 && config.max_num_seqs > 0,
                 "serving limits must be positive");
+  FEATHER_CHECK(config.engine != ServingEngine::kSglang || config.sglang.chunked_prefill_size != 0,
+                "sglang.chunked_prefill_size must be resolved before the run");
   const size_t n = workload.size();
   state_.resize(n);
   records_.requests.resize(n);
@@ -146,22 +149,6 @@ Simulator::Simulator(const ServingConfig& config, const Workload& workload,
   running_.reserve(config.max_num_seqs);
   plan_requests_.reserve(config.max_num_seqs);
   decode_requests_.reserve(config.max_num_seqs);
-}
-
-template <typename Fn>
-decltype(auto) Simulator::Timed(Fn&& fn) {
-  if (config_.scheduler_time != SchedulerTimeMode::kMeasured) return fn();
-  const auto start = std::chrono::steady_clock::now();
-  struct Charge {
-    int64_t& sink;
-    std::chrono::steady_clock::time_point start;
-    ~Charge() {
-      sink += std::chrono::duration_cast<std::chrono::nanoseconds>(
-                  std::chrono::steady_clock::now() - start)
-                  .count();
-    }
-  } charge{pending_scheduler_ns_, start};
-  return fn();
 }
 
 std::optional<UnservableRequest> Simulator::UnservableOnArrival(RequestId id) const {
@@ -248,14 +235,20 @@ void Simulator::ReleaseResumeChain(RequestId id) {
 
 void Simulator::Preempt(RequestId victim) {
   RequestState& s = state_[victim];
-  if (config_.prefix_caching) CacheOutputBlocks(victim);
+  // vLLM caches the victim's output blocks; SGLang's retract_decode releases them uncached.
+  if (config_.prefix_caching && config_.engine == ServingEngine::kVllm) CacheOutputBlocks(victim);
   kv_.Free(victim);
   s.computed_tokens = 0;
   s.new_tokens = 0;
   s.cached_blocks = 0;
   s.phase = Phase::kWaiting;
-  FEATHER_DCHECK(!running_.empty() && running_.back() == victim, "victim must be the newest");
-  running_.pop_back();
+  FEATHER_DCHECK(!running_.empty(), "a victim must be running");
+  if (running_.back() == victim) {
+    running_.pop_back();
+  } else {  // SGLang's retraction order (vLLM's victim is always the newest)
+    FEATHER_DCHECK(config_.engine == ServingEngine::kSglang, "vLLM's victim must be the newest");
+    running_.erase(std::find(running_.begin(), running_.end(), victim));
+  }
   Timed([&] { selector_.OnPreempt(victim); });
   ++preemptions_;
   ++records_.requests[victim].preemptions;
@@ -517,6 +510,7 @@ void Simulator::FinishRequest(RequestId id) {
   Timed([&] { selector_.OnFinish(id); });
   s.phase = Phase::kFinished;
   records_.requests[id].finish_ns = now_ns_;
+  sglang_.set_batch_is_full(false);  // the running batch shrank (SGLang only reads it)
   ++finished_;
 }
 
@@ -643,10 +637,21 @@ std::optional<SchedulePlan> Simulator::Schedule() {
       continue;
     }
     admitted_this_step_ = 0;
-    uint32_t budget_tokens = config_.max_num_batched_tokens;
-    const bool preempted = ScheduleRunning(budget_tokens);
-    const EngineRound round_start{.running = running_.size(), .waiting = selector_.NumWaiting()};
-    if (!preempted) AdmitWaiting(budget_tokens);
+    bool preempted = false;
+    bool ranked = false;
+    EngineRound round_start;
+    if (config_.engine == ServingEngine::kSglang) {
+      round_start = {.running = running_.size(), .waiting = selector_.NumWaiting()};
+      preempted = ScheduleSglang(ranked);
+    } else {
+      uint32_t budget_tokens = config_.max_num_batched_tokens;
+      preempted = ScheduleRunning(budget_tokens);
+      round_start = {.running = running_.size(), .waiting = selector_.NumWaiting()};
+      if (!preempted) AdmitWaiting(budget_tokens);
+      // SGLang ranks its queue only when the running batch has room (scheduler.py,
+      // _get_new_batch_prefill_raw), and no admission follows a preemption here.
+      ranked = !preempted && round_start.running < config_.max_num_seqs;
+    }
     if (running_.empty()) {
       // Preemption emptied the batch (admission resumes next round), or admission rejected every
       // waiting request. An empty batch with no preemption that still leaves a servable request
@@ -667,10 +672,7 @@ std::optional<SchedulePlan> Simulator::Schedule() {
         scheduler_ns = config_.scheduler_fixed_ns;
         break;
       case SchedulerTimeMode::kEngine:
-        // SGLang ranks its queue only when the running batch has room (scheduler.py,
-        // _get_new_batch_prefill_raw), and no admission follows a preemption here.
-        scheduler_ns = EngineSchedulerNs(
-            round_start, /*ranked=*/!preempted && round_start.running < config_.max_num_seqs);
+        scheduler_ns = EngineSchedulerNs(round_start, ranked);
         break;
     }
     pending_scheduler_ns_ = 0;

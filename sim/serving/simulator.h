@@ -20,6 +20,11 @@
 //      admitted prompt does not read as a slow step.
 // Time only advances by scheduler time and step time, or jumps to the next arrival when idle.
 //
+// With `serving.engine: sglang` steps 2 and 3 follow SGLang instead (sglang_batcher.h): a step is
+// a prefill batch formed by SGLang's PrefillAdder from the selector's order, or, when none forms,
+// a decode step of the whole running batch, with retraction when its tokens do not fit. Steps 1
+// and 4 and every record are the same.
+//
 // A request that can never be served is rejected, never left waiting (vLLM refuses such a
 // request when it is added, or V0's scheduler marks it FINISHED_IGNORED when it comes up), and
 // the others are still served: an empty prompt, a prompt whose prompt + output tokens need more
@@ -33,6 +38,7 @@
 // policy's own costs. Per-request state lives in flat arrays indexed by request id.
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
@@ -48,6 +54,7 @@
 #include "sim/kv/kv_cache.h"
 #include "sim/serving/run_records.h"
 #include "sim/serving/serving_config.h"
+#include "sim/serving/sglang_batcher.h"
 #include "sim/workload/workload.h"
 
 namespace feather {
@@ -130,6 +137,9 @@ class Simulator {
   [[nodiscard]] SimResult TakeResult();
   // Simulated time now: after Schedule(), the moment the step it returned starts.
   [[nodiscard]] int64_t NowNs() const { return now_ns_; }
+  // serving.engine sglang: SGLang's new_token_ratio now (its initial value under vllm).
+  [[nodiscard]] double SglangNewTokenRatio() const { return sglang_.new_token_ratio(); }
+  [[nodiscard]] double SglangMinNewTokenRatio() const { return sglang_.min_new_token_ratio(); }
 
  private:
   enum class Phase : uint8_t { kNotArrived, kWaiting, kRunning, kFinished, kRejected };
@@ -161,6 +171,16 @@ class Simulator {
   // Step 2; returns true when a preemption happened.
   bool ScheduleRunning(uint32_t& budget_tokens);
   void AdmitWaiting(uint32_t& budget_tokens);
+  // serving.engine sglang (simulator_sglang.cc): forms the step, a prefill batch or else a decode
+  // step; returns true when requests were retracted. `ranked`: the selector ranked its queue.
+  bool ScheduleSglang(bool& ranked);
+  // SGLang's get_new_batch_prefill: the chunked request first, then waiting requests through
+  // PrefillAdder; returns the requests with prefill work this step.
+  uint32_t AdmitSglang(size_t decoding);
+  // SGLang's update_running_batch: check_decode_mem, retract_decode, one token each.
+  bool DecodeSglang();
+  // Blocks a decode token of `id` needs beyond its table (0 or 1).
+  [[nodiscard]] uint32_t DecodeBlocksNeeded(RequestId id) const;
   static constexpr uint32_t kNoPrefix = 0xffffffffu;
   // The batch's prefix groups for StopContext::largest_groups: at each depth, requests keyed by
   // the chain hash that covers their first `depth` tokens (none when the prompt is shorter).
@@ -214,7 +234,19 @@ class Simulator {
 
   // Timed calls into the selector and policy (charged under kMeasured).
   template <typename Fn>
-  decltype(auto) Timed(Fn&& fn);
+  decltype(auto) Timed(Fn&& fn) {
+    if (config_.scheduler_time != SchedulerTimeMode::kMeasured) return fn();
+    struct Charge {
+      int64_t& sink;
+      std::chrono::steady_clock::time_point start;
+      ~Charge() {
+        sink += std::chrono::duration_cast<std::chrono::nanoseconds>(
+                    std::chrono::steady_clock::now() - start)
+                    .count();
+      }
+    } charge{pending_scheduler_ns_, std::chrono::steady_clock::now()};
+    return fn();
+  }
   // `scheduler_time: engine`: the round's cost in the real engine (engine_cost.h), from the
   // inputs counted when the round began and what AdmitWaiting admitted.
   [[nodiscard]] int64_t EngineSchedulerNs(EngineRound round, bool ranked) const;
@@ -225,6 +257,9 @@ class Simulator {
   StopPolicy& policy_;
   Engine& engine_;
   KvCache kv_;
+  // serving.engine sglang only: SGLang's scheduler state, DecodeSglang's scratch.
+  SglangBatcher sglang_;
+  std::vector<SglangRetractCandidate> retract_scratch_;
 
   std::vector<RequestState> state_;
   PromptChains chains_;  // every prompt's block-hash chain, shared heads' hashes stored once

@@ -141,6 +141,38 @@ TEST(ScenarioTest, UnknownNamesListTheValidOnes) {
   EXPECT_EQ(ProblemsOf("scheduler_time: sometimes\n")[0].key, "scheduler_time");
 }
 
+TEST(ScenarioTest, ServingEngineIsReadCheckedAndEchoedOnlyUnderSglang) {
+  const Scenario vllm = LoadScenarioText("seed: 1\n", "t.yaml", ".");
+  EXPECT_EQ(vllm.serving.engine, ServingEngine::kVllm);
+  // vLLM runs keep their echo (and so their summary.json) as before the key existed.
+  EXPECT_FALSE(ScenarioToJson(vllm)["serving"].contains("engine"));
+  const std::vector<std::string> chunk = {"serving.chunked_prefill_size=2048"};
+  const Scenario sglang = LoadScenarioText(
+      "serving: {engine: sglang, max_prefill_tokens: 8000}\n", "t.yaml", ".", chunk);
+  EXPECT_EQ(sglang.serving.engine, ServingEngine::kSglang);
+  EXPECT_EQ(sglang.serving.sglang.max_prefill_tokens, 8000u);
+  EXPECT_EQ(sglang.serving.sglang.chunked_prefill_size, 2048);
+  const auto json = ScenarioToJson(sglang);
+  EXPECT_EQ(json["serving"]["engine"], "sglang");
+  EXPECT_EQ(json["serving"]["chunked_prefill_size"], 2048);
+  const std::vector<std::string> set = {"serving.engine=sglang"};
+  EXPECT_EQ(LoadScenarioText("seed: 1\n", "t.yaml", ".", set).serving.engine,
+            ServingEngine::kSglang);
+
+  const auto bad = ProblemsOf("seed: 1\nserving:\n  engine: tgi\n");
+  ASSERT_EQ(bad.size(), 1u);
+  EXPECT_EQ(bad[0].file, "test.yaml");
+  EXPECT_EQ(bad[0].line, 3u);
+  EXPECT_EQ(bad[0].key, "serving.engine");
+  EXPECT_NE(bad[0].message.find("sglang"), std::string::npos);  // lists the valid ones
+  const auto orphan = ProblemsOf("serving:\n  max_prefill_tokens: 4096\n");
+  ASSERT_EQ(orphan.size(), 1u);
+  EXPECT_EQ(orphan[0].key, "serving.max_prefill_tokens");
+  EXPECT_EQ(orphan[0].line, 2u);
+  EXPECT_EQ(ProblemsOf("serving: {engine: sglang, chunked_prefill_size: -1}\n")[0].key,
+            "serving.chunked_prefill_size");
+}
+
 TEST(ScenarioTest, AllProblemsOfAFileAreReportedTogether) {
   const auto problems = ProblemsOf("seed: x\nworkload:\n  requests: 0\n  bogus: 1\nfoo: 2\n");
   EXPECT_EQ(problems.size(), 4u);

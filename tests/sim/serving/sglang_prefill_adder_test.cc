@@ -77,5 +77,34 @@ TEST(SglangPrefillAdder, RetractedRequestReservesOnlyItsRemainingOutput) {
   EXPECT_TRUE(SglangPrefillAdmit(s, {}, std::vector<SglangWaitingReq>{{500, 1500, 0}}).admitted.empty());
 }
 
+TEST(SglangPrefillAdder, ChunkedRequestComesFirstAndTakesTheChunkBudget) {
+  SglangAdderState s = Big();
+  s.rem_chunk_tokens = 1000;
+  SglangPrefillAdder adder(s, 0);
+  // add_chunked_req: min(rem_chunk 1000, rem_total 100000) of its 2500 left; truncated, so no
+  // output is reserved; the chunk budget is spent, so the next request cannot be chunked in.
+  EXPECT_EQ(adder.AddChunked(2500, 300), 1000);
+  const SglangPrefillAdder::Outcome o = adder.TryAdd({10, 10, 0});
+  EXPECT_FALSE(o.admitted);
+  EXPECT_EQ(o.result, SglangAddResult::kOther);
+  // The last chunk fits whole: it reserves its clipped output too.
+  SglangPrefillAdder last(s, 0);
+  EXPECT_EQ(last.AddChunked(400, 300), 400);
+  s.available_tokens = 400 + 300 + 100;  // 100 left: a 50 + 60 request no longer fits
+  SglangPrefillAdder tight(s, 0);
+  EXPECT_EQ(tight.AddChunked(400, 300), 400);
+  EXPECT_EQ(tight.TryAdd({50, 60, 0}).result, SglangAddResult::kNoToken);
+}
+
+TEST(SglangPrefillAdder, LockedEvictablePrefixCountsAgainstTheRequest) {
+  SglangAdderState s = Big();
+  s.available_tokens = 1000;
+  // 300 + 200 < 1000, but locking a 600-token evictable hit leaves 400: NO_TOKEN.
+  SglangPrefillAdder adder(s, 0);
+  EXPECT_EQ(adder.TryAdd({300, 200, 0}, 600).result, SglangAddResult::kNoToken);
+  SglangPrefillAdder unlocked(s, 0);
+  EXPECT_TRUE(unlocked.TryAdd({300, 200, 0}, 400).admitted);
+}
+
 }  // namespace
 }  // namespace feather
