@@ -22,7 +22,7 @@ uint64_t StaticKey(uint32_t chunks, uint64_t seq) {
 // A 4-ary min-heap on `key`: half the depth of a binary heap, and the four 16-byte children of
 // a node share one cache line.
 template <typename Entry>
-void SiftUp(std::vector<Entry>& heap, size_t i) {
+[[gnu::always_inline]] inline void SiftUp(std::vector<Entry>& heap, size_t i) {
   const Entry moving = heap[i];
   while (i > 0) {
     const size_t parent = (i - 1) / 4;
@@ -34,7 +34,7 @@ void SiftUp(std::vector<Entry>& heap, size_t i) {
 }
 
 template <typename Entry>
-void SiftDown(std::vector<Entry>& heap, size_t i) {
+[[gnu::always_inline]] inline void SiftDown(std::vector<Entry>& heap, size_t i) {
   const Entry moving = heap[i];
   const size_t n = heap.size();
   for (;;) {
@@ -184,7 +184,7 @@ uint64_t ChunkedHashTree::TerminalKey(RequestId id) const {
   return StaticKey(NumChunksOf(id), requests_[id].seq);
 }
 
-bool ChunkedHashTree::IsCurrent(const Entry& entry) const {
+[[gnu::always_inline]] inline bool ChunkedHashTree::IsCurrent(const Entry& entry) const {
   if (entry.ref & kRequestBit) {
     const RequestSlot& slot = requests_[entry.ref & ~kRequestBit];
     return slot.state == State::kWaiting && slot.epoch == entry.stamp;
@@ -227,7 +227,7 @@ void ChunkedHashTree::CompactQueue(uint32_t node) {
 // Re-derives best(node) from its queue (I1), dropping stale entries at the fronts. Returns
 // whether it changed; keys are unique (they carry the insertion order), so an unchanged key is
 // an unchanged request.
-bool ChunkedHashTree::RefreshBest(uint32_t node) {
+[[gnu::always_inline]] inline bool ChunkedHashTree::RefreshBest(uint32_t node) {
   Node& n = nodes_[node];
   if ((node == kRoot ? num_waiting_ : n.waiting) == 0) {
     // Nothing waits below: every entry is stale, and they stay stale (stamps and epochs only
@@ -267,7 +267,7 @@ bool ChunkedHashTree::RefreshBest(uint32_t node) {
 
 // The node's best, activity or parent changed: retire its current entry (I2) and push the new
 // one where it belongs.
-void ChunkedHashTree::Publish(uint32_t node) {
+[[gnu::always_inline]] inline void ChunkedHashTree::Publish(uint32_t node) {
   Node& n = nodes_[node];
   ++n.stamp;
   if (n.best_key == kNoKey) return;
@@ -278,7 +278,7 @@ void ChunkedHashTree::Publish(uint32_t node) {
   }
 }
 
-void ChunkedHashTree::PushGlobal(const Entry& entry) {
+[[gnu::always_inline]] inline void ChunkedHashTree::PushGlobal(const Entry& entry) {
   // An owner re-published after its top request was admitted usually is the stale top itself:
   // overwrite it in place.
   if (!global_.empty() && global_.front().ref == entry.ref) {
@@ -288,7 +288,10 @@ void ChunkedHashTree::PushGlobal(const Entry& entry) {
   }
   global_.push_back(entry);
   SiftUp(global_, global_.size() - 1);
-  if (global_.size() > 2 * NumNodes() + 64) {
+  // Current entries: at most one per active node and the root (I2). Rebuilding once stale ones
+  // outnumber them keeps the heap (and every sift from its top) as small as the working set's
+  // node count, not the tree's: O(1) amortized per push.
+  if (global_.size() > 2 * size_t{active_nodes_} + 16) {
     const auto stale = [this](const Entry& e) { return !IsCurrent(e); };
     global_.erase(std::remove_if(global_.begin(), global_.end(), stale), global_.end());
     MakeHeap(global_);
@@ -390,6 +393,8 @@ uint32_t ChunkedHashTree::SplitNode(uint32_t node, uint32_t cut_level, ChainView
   if (lower.active == 0) {
     up.best_key = lower.best_key;
     up.best = lower.best;
+  } else {
+    ++active_nodes_;
   }
   lower.start = cut_level + 1;
   ReplaceChild(node, upper);
@@ -498,6 +503,7 @@ void ChunkedHashTree::AddToBatch(RequestId id) {
     --node.waiting;
     if (node.active++ != 0) break;
     segment_top = n;
+    ++active_nodes_;
   }
   if (n != kRoot) {
     deepest = n;
@@ -532,7 +538,10 @@ uint32_t ChunkedHashTree::LeaveActive(RequestId id) {
   RequestSlot& slot = requests_[id];
   uint32_t segment_top = kNoNode;
   for (uint32_t n = slot.leaf; n != kRoot; n = nodes_[n].parent) {
-    if (--nodes_[n].active == 0) segment_top = n;
+    if (--nodes_[n].active == 0) {
+      segment_top = n;
+      --active_nodes_;
+    }
   }
   const uint32_t position = active_position_[id];
   const RequestId moved = active_ids_.back();
@@ -660,6 +669,7 @@ void ChunkedHashTree::MergeIntoOnlyChild(uint32_t node, ChainView hashes) {
   const uint32_t child = nodes_[node].first_child;
   FEATHER_DCHECK(tip_node_ != node, "merging away the tip node");
   Node& upper = nodes_[node];
+  if (upper.active > 0) --active_nodes_;  // the child is active too: it carries the same members
   for (uint32_t level = upper.start; level <= upper.end; ++level) {
     *chunk_to_node_.Find(ChunkKey{hashes[level - 1], level}) = child;
   }
@@ -737,9 +747,11 @@ void ChunkedHashTree::CheckInvariants() const {
   }
   FEATHER_CHECK(waiting == num_waiting_, "waiting count");
   size_t chunks_in_nodes = 0;
+  uint32_t active_nodes = 0;
   for (uint32_t n = 1; n < nodes_.size(); ++n) {
     if (is_free[n]) continue;
     const Node& node = nodes_[n];
+    if (node.active > 0) ++active_nodes;
     FEATHER_CHECK(node.members == expect[n].members && node.active == expect[n].active &&
                       node.waiting == expect[n].waiting &&
                       node.terminals == expect[n].terminals,
@@ -755,6 +767,7 @@ void ChunkedHashTree::CheckInvariants() const {
     chunks_in_nodes += node.Length();
   }
   FEATHER_CHECK(chunks_in_nodes == chunk_to_node_.size(), "chunk table holds foreign entries");
+  FEATHER_CHECK(active_nodes == active_nodes_, "active node count disagrees with a recount");
 
   // The tournament. I3 and the placement half of I2: every current entry is where its subject
   // belongs, with the subject's key.

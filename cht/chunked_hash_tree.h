@@ -219,6 +219,8 @@ class ChunkedHashTree {
 
   // The tournament.
   [[nodiscard]] uint64_t TerminalKey(RequestId id) const;
+  // The tournament's per-step helpers are forced inline (chunked_hash_tree.cc): an admission
+  // runs each once or twice, and calls cost as much as their bodies.
   [[nodiscard]] bool IsCurrent(const Entry& entry) const;
   void PushQueue(uint32_t node, const Entry& entry);
   void CompactQueue(uint32_t node);
@@ -262,6 +264,7 @@ class ChunkedHashTree {
   std::vector<uint32_t> path_;              // scratch for ExtendTip
   size_t num_waiting_ = 0;
   uint64_t next_seq_ = 0;
+  uint32_t active_nodes_ = 0;  // nodes with active > 0 (the root excluded): bounds global_
   uint32_t tip_level_ = 0;
   uint32_t tip_node_ = kRoot;
   std::optional<ChtCandidate> cached_best_;
