@@ -3,6 +3,7 @@
 #include "cht/chunked_hash_tree.h"
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "base/check.h"
 
@@ -192,24 +193,32 @@ uint64_t ChunkedHashTree::TerminalKey(RequestId id) const {
   return nodes_[entry.ref].stamp == entry.stamp;
 }
 
+// Appends `entry` if the run is drained or ends at or below its key; returns whether it did.
+[[gnu::always_inline]] inline bool ChunkedHashTree::Run::TryAppend(const Entry& entry) {
+  if (head == entries.size()) {
+    entries.clear();
+    head = 0;
+  } else if (entries.back().key > entry.key) {
+    return false;
+  }
+  entries.push_back(entry);
+  return true;
+}
+
 // Pushes in key order (the common case: requests arrive in insertion order and, in one group,
-// with equal lengths) append to the run; others go to the heap.
+// with equal lengths) append to the first run; an ascending sequence that starts below its back
+// (requests requeued in the order they were admitted, all ahead of the group's remaining
+// waiters) to the second; others go to the heap.
 void ChunkedHashTree::PushQueue(uint32_t node, const Entry& entry) {
   Queue& q = queues_[node];
-  if (q.head == q.run.size()) {
-    q.run.clear();
-    q.head = 0;
-    q.run.push_back(entry);
-  } else if (q.run.back().key <= entry.key) {
-    q.run.push_back(entry);
-  } else {
+  if (!q.run.TryAppend(entry) && !q.run2.TryAppend(entry)) {
     q.heap.push_back(entry);
     SiftUp(q.heap, q.heap.size() - 1);
   }
   // At most one current entry per child and per terminal (I2, I3): rebuild once stale entries
   // dominate, O(1) amortized per push.
   const Node& n = nodes_[node];
-  if (q.heap.size() + (q.run.size() - q.head) > 2 * size_t{n.children + n.terminals} + 8) {
+  if (q.heap.size() + q.run.Live() + q.run2.Live() > 2 * size_t{n.children + n.terminals} + 8) {
     CompactQueue(node);
   }
 }
@@ -219,9 +228,12 @@ void ChunkedHashTree::CompactQueue(uint32_t node) {
   const auto stale = [this](const Entry& e) { return !IsCurrent(e); };
   q.heap.erase(std::remove_if(q.heap.begin(), q.heap.end(), stale), q.heap.end());
   MakeHeap(q.heap);
-  q.run.erase(q.run.begin(), q.run.begin() + q.head);
-  q.run.erase(std::remove_if(q.run.begin(), q.run.end(), stale), q.run.end());
-  q.head = 0;
+  for (Run* run : {&q.run, &q.run2}) {
+    std::vector<Entry>& e = run->entries;
+    e.erase(e.begin(), e.begin() + run->head);
+    e.erase(std::remove_if(e.begin(), e.end(), stale), e.end());
+    run->head = 0;
+  }
 }
 
 // Re-derives best(node) from its queue (I1), dropping stale entries at the fronts. Returns
@@ -238,18 +250,30 @@ void ChunkedHashTree::CompactQueue(uint32_t node) {
     return true;
   }
   Queue& q = queues_[node];
-  while (q.head < q.run.size() && !IsCurrent(q.run[q.head])) ++q.head;
-  while (!q.heap.empty() && !IsCurrent(q.heap.front())) PopTop(q.heap);
   const Entry* front = nullptr;
-  if (q.head < q.run.size()) {
-    front = &q.run[q.head];
-    // Admissions walk a run front to back and read each entry's node (and then its best
-    // request): fetch a few entries ahead, so the walk does not wait on memory each step.
-    if (q.head + kPrefetchAhead < q.run.size()) {
-      const uint32_t ahead = q.run[q.head + kPrefetchAhead].ref;
-      if (!(ahead & kRequestBit)) __builtin_prefetch(&nodes_[ahead]);
+  {
+    std::vector<Entry>& e = q.run.entries;
+    uint32_t head = q.run.head;
+    while (head < e.size() && !IsCurrent(e[head])) ++head;
+    q.run.head = head;
+    if (head < e.size()) {
+      front = &e[head];
+      // Admissions walk a run front to back and read each entry's node (and then its best
+      // request): fetch a few entries ahead, so the walk does not wait on memory each step.
+      if (head + kPrefetchAhead < e.size()) {
+        const uint32_t ahead = e[head + kPrefetchAhead].ref;
+        if (!(ahead & kRequestBit)) __builtin_prefetch(&nodes_[ahead]);
+      }
     }
   }
+  if (q.run2.Live() > 0) {  // empty unless requests were requeued out of order
+    std::vector<Entry>& e = q.run2.entries;
+    uint32_t head = q.run2.head;
+    while (head < e.size() && !IsCurrent(e[head])) ++head;
+    q.run2.head = head;
+    if (head < e.size() && (front == nullptr || e[head].key < front->key)) front = &e[head];
+  }
+  while (!q.heap.empty() && !IsCurrent(q.heap.front())) PopTop(q.heap);
   if (!q.heap.empty() && (front == nullptr || q.heap.front().key < front->key)) {
     front = &q.heap.front();
   }
@@ -655,10 +679,7 @@ void ChunkedHashTree::FreeNode(uint32_t node, ChainView hashes) {
   UnlinkChild(node);
   ++dying.stamp;  // retires its entry, if any (I2)
   dying.best_key = kNoKey;
-  Queue& q = queues_[node];
-  q.run.clear();
-  q.heap.clear();
-  q.head = 0;
+  queues_[node].Clear();
   free_nodes_.push_back(node);
 }
 
@@ -679,10 +700,7 @@ void ChunkedHashTree::MergeIntoOnlyChild(uint32_t node, ChainView hashes) {
   ReplaceChild(node, child);
   ++upper.stamp;
   upper.best_key = kNoKey;
-  Queue& q = queues_[node];
-  q.run.clear();
-  q.heap.clear();
-  q.head = 0;
+  queues_[node].Clear();
   free_nodes_.push_back(node);
   Publish(child);
 }
@@ -700,7 +718,10 @@ size_t ChunkedHashTree::MemoryBytes() const {
     bytes += sizeof(SharedHashes) + shared.hashes.capacity() * sizeof(PrefixHash);
   }
   bytes += nodes_.capacity() * sizeof(Node) + queues_.capacity() * sizeof(Queue);
-  for (const Queue& q : queues_) bytes += (q.run.capacity() + q.heap.capacity()) * sizeof(Entry);
+  for (const Queue& q : queues_) {
+    bytes += (q.run.entries.capacity() + q.run2.entries.capacity() + q.heap.capacity()) *
+             sizeof(Entry);
+  }
   bytes += free_nodes_.capacity() * 4 + global_.capacity() * sizeof(Entry);
   bytes += active_ids_.capacity() * 4 + path_.capacity() * 4;
   return bytes;
@@ -775,7 +796,6 @@ void ChunkedHashTree::CheckInvariants() const {
   for (uint32_t n = 0; n < nodes_.size(); ++n) {
     if (is_free[n]) continue;
     const Queue& q = queues_[n];
-    FEATHER_CHECK(q.head <= q.run.size(), "queue head past its run");
     uint64_t front = kNoKey;
     const auto check = [&](const Entry& e) {
       if (!IsCurrent(e)) return;
@@ -792,9 +812,13 @@ void ChunkedHashTree::CheckInvariants() const {
         ++published[e.ref];
       }
     };
-    for (size_t i = q.head; i < q.run.size(); ++i) {
-      check(q.run[i]);
-      FEATHER_CHECK(i == q.head || q.run[i - 1].key <= q.run[i].key, "queue run out of order");
+    for (const Run* run : {&q.run, &q.run2}) {
+      const std::vector<Entry>& e = run->entries;
+      FEATHER_CHECK(run->head <= e.size(), "queue head past its run");
+      for (size_t i = run->head; i < e.size(); ++i) {
+        check(e[i]);
+        FEATHER_CHECK(i == run->head || e[i - 1].key <= e[i].key, "queue run out of order");
+      }
     }
     for (const Entry& e : q.heap) check(e);
     // I1: best is the queue's current minimum and the brute-force domain minimum.
