@@ -3,6 +3,7 @@
 #include "cht/chunked_hash_tree.h"
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "base/check.h"
 
@@ -22,7 +23,7 @@ uint64_t StaticKey(uint32_t chunks, uint64_t seq) {
 // A 4-ary min-heap on `key`: half the depth of a binary heap, and the four 16-byte children of
 // a node share one cache line.
 template <typename Entry>
-void SiftUp(std::vector<Entry>& heap, size_t i) {
+[[gnu::always_inline]] inline void SiftUp(std::vector<Entry>& heap, size_t i) {
   const Entry moving = heap[i];
   while (i > 0) {
     const size_t parent = (i - 1) / 4;
@@ -34,7 +35,7 @@ void SiftUp(std::vector<Entry>& heap, size_t i) {
 }
 
 template <typename Entry>
-void SiftDown(std::vector<Entry>& heap, size_t i) {
+[[gnu::always_inline]] inline void SiftDown(std::vector<Entry>& heap, size_t i) {
   const Entry moving = heap[i];
   const size_t n = heap.size();
   for (;;) {
@@ -184,7 +185,7 @@ uint64_t ChunkedHashTree::TerminalKey(RequestId id) const {
   return StaticKey(NumChunksOf(id), requests_[id].seq);
 }
 
-bool ChunkedHashTree::IsCurrent(const Entry& entry) const {
+[[gnu::always_inline]] inline bool ChunkedHashTree::IsCurrent(const Entry& entry) const {
   if (entry.ref & kRequestBit) {
     const RequestSlot& slot = requests_[entry.ref & ~kRequestBit];
     return slot.state == State::kWaiting && slot.epoch == entry.stamp;
@@ -192,24 +193,32 @@ bool ChunkedHashTree::IsCurrent(const Entry& entry) const {
   return nodes_[entry.ref].stamp == entry.stamp;
 }
 
+// Appends `entry` if the run is drained or ends at or below its key; returns whether it did.
+[[gnu::always_inline]] inline bool ChunkedHashTree::Run::TryAppend(const Entry& entry) {
+  if (head == entries.size()) {
+    entries.clear();
+    head = 0;
+  } else if (entries.back().key > entry.key) {
+    return false;
+  }
+  entries.push_back(entry);
+  return true;
+}
+
 // Pushes in key order (the common case: requests arrive in insertion order and, in one group,
-// with equal lengths) append to the run; others go to the heap.
+// with equal lengths) append to the first run; an ascending sequence that starts below its back
+// (requests requeued in the order they were admitted, all ahead of the group's remaining
+// waiters) to the second; others go to the heap.
 void ChunkedHashTree::PushQueue(uint32_t node, const Entry& entry) {
   Queue& q = queues_[node];
-  if (q.head == q.run.size()) {
-    q.run.clear();
-    q.head = 0;
-    q.run.push_back(entry);
-  } else if (q.run.back().key <= entry.key) {
-    q.run.push_back(entry);
-  } else {
+  if (!q.run.TryAppend(entry) && !q.run2.TryAppend(entry)) {
     q.heap.push_back(entry);
     SiftUp(q.heap, q.heap.size() - 1);
   }
   // At most one current entry per child and per terminal (I2, I3): rebuild once stale entries
   // dominate, O(1) amortized per push.
   const Node& n = nodes_[node];
-  if (q.heap.size() + (q.run.size() - q.head) > 2 * size_t{n.children + n.terminals} + 8) {
+  if (q.heap.size() + q.run.Live() + q.run2.Live() > 2 * size_t{n.children + n.terminals} + 8) {
     CompactQueue(node);
   }
 }
@@ -219,15 +228,18 @@ void ChunkedHashTree::CompactQueue(uint32_t node) {
   const auto stale = [this](const Entry& e) { return !IsCurrent(e); };
   q.heap.erase(std::remove_if(q.heap.begin(), q.heap.end(), stale), q.heap.end());
   MakeHeap(q.heap);
-  q.run.erase(q.run.begin(), q.run.begin() + q.head);
-  q.run.erase(std::remove_if(q.run.begin(), q.run.end(), stale), q.run.end());
-  q.head = 0;
+  for (Run* run : {&q.run, &q.run2}) {
+    std::vector<Entry>& e = run->entries;
+    e.erase(e.begin(), e.begin() + run->head);
+    e.erase(std::remove_if(e.begin(), e.end(), stale), e.end());
+    run->head = 0;
+  }
 }
 
 // Re-derives best(node) from its queue (I1), dropping stale entries at the fronts. Returns
 // whether it changed; keys are unique (they carry the insertion order), so an unchanged key is
 // an unchanged request.
-bool ChunkedHashTree::RefreshBest(uint32_t node) {
+[[gnu::always_inline]] inline bool ChunkedHashTree::RefreshBest(uint32_t node) {
   Node& n = nodes_[node];
   if ((node == kRoot ? num_waiting_ : n.waiting) == 0) {
     // Nothing waits below: every entry is stale, and they stay stale (stamps and epochs only
@@ -238,18 +250,30 @@ bool ChunkedHashTree::RefreshBest(uint32_t node) {
     return true;
   }
   Queue& q = queues_[node];
-  while (q.head < q.run.size() && !IsCurrent(q.run[q.head])) ++q.head;
-  while (!q.heap.empty() && !IsCurrent(q.heap.front())) PopTop(q.heap);
   const Entry* front = nullptr;
-  if (q.head < q.run.size()) {
-    front = &q.run[q.head];
-    // Admissions walk a run front to back and read each entry's node (and then its best
-    // request): fetch a few entries ahead, so the walk does not wait on memory each step.
-    if (q.head + kPrefetchAhead < q.run.size()) {
-      const uint32_t ahead = q.run[q.head + kPrefetchAhead].ref;
-      if (!(ahead & kRequestBit)) __builtin_prefetch(&nodes_[ahead]);
+  {
+    std::vector<Entry>& e = q.run.entries;
+    uint32_t head = q.run.head;
+    while (head < e.size() && !IsCurrent(e[head])) ++head;
+    q.run.head = head;
+    if (head < e.size()) {
+      front = &e[head];
+      // Admissions walk a run front to back and read each entry's node (and then its best
+      // request): fetch a few entries ahead, so the walk does not wait on memory each step.
+      if (head + kPrefetchAhead < e.size()) {
+        const uint32_t ahead = e[head + kPrefetchAhead].ref;
+        if (!(ahead & kRequestBit)) __builtin_prefetch(&nodes_[ahead]);
+      }
     }
   }
+  if (q.run2.Live() > 0) {  // empty unless requests were requeued out of order
+    std::vector<Entry>& e = q.run2.entries;
+    uint32_t head = q.run2.head;
+    while (head < e.size() && !IsCurrent(e[head])) ++head;
+    q.run2.head = head;
+    if (head < e.size() && (front == nullptr || e[head].key < front->key)) front = &e[head];
+  }
+  while (!q.heap.empty() && !IsCurrent(q.heap.front())) PopTop(q.heap);
   if (!q.heap.empty() && (front == nullptr || q.heap.front().key < front->key)) {
     front = &q.heap.front();
   }
@@ -267,7 +291,7 @@ bool ChunkedHashTree::RefreshBest(uint32_t node) {
 
 // The node's best, activity or parent changed: retire its current entry (I2) and push the new
 // one where it belongs.
-void ChunkedHashTree::Publish(uint32_t node) {
+[[gnu::always_inline]] inline void ChunkedHashTree::Publish(uint32_t node) {
   Node& n = nodes_[node];
   ++n.stamp;
   if (n.best_key == kNoKey) return;
@@ -278,7 +302,7 @@ void ChunkedHashTree::Publish(uint32_t node) {
   }
 }
 
-void ChunkedHashTree::PushGlobal(const Entry& entry) {
+[[gnu::always_inline]] inline void ChunkedHashTree::PushGlobal(const Entry& entry) {
   // An owner re-published after its top request was admitted usually is the stale top itself:
   // overwrite it in place.
   if (!global_.empty() && global_.front().ref == entry.ref) {
@@ -288,7 +312,10 @@ void ChunkedHashTree::PushGlobal(const Entry& entry) {
   }
   global_.push_back(entry);
   SiftUp(global_, global_.size() - 1);
-  if (global_.size() > 2 * NumNodes() + 64) {
+  // Current entries: at most one per active node and the root (I2). Rebuilding once stale ones
+  // outnumber them keeps the heap (and every sift from its top) as small as the working set's
+  // node count, not the tree's: O(1) amortized per push.
+  if (global_.size() > 2 * size_t{active_nodes_} + 16) {
     const auto stale = [this](const Entry& e) { return !IsCurrent(e); };
     global_.erase(std::remove_if(global_.begin(), global_.end(), stale), global_.end());
     MakeHeap(global_);
@@ -390,6 +417,8 @@ uint32_t ChunkedHashTree::SplitNode(uint32_t node, uint32_t cut_level, ChainView
   if (lower.active == 0) {
     up.best_key = lower.best_key;
     up.best = lower.best;
+  } else {
+    ++active_nodes_;
   }
   lower.start = cut_level + 1;
   ReplaceChild(node, upper);
@@ -498,6 +527,7 @@ void ChunkedHashTree::AddToBatch(RequestId id) {
     --node.waiting;
     if (node.active++ != 0) break;
     segment_top = n;
+    ++active_nodes_;
   }
   if (n != kRoot) {
     deepest = n;
@@ -532,7 +562,10 @@ uint32_t ChunkedHashTree::LeaveActive(RequestId id) {
   RequestSlot& slot = requests_[id];
   uint32_t segment_top = kNoNode;
   for (uint32_t n = slot.leaf; n != kRoot; n = nodes_[n].parent) {
-    if (--nodes_[n].active == 0) segment_top = n;
+    if (--nodes_[n].active == 0) {
+      segment_top = n;
+      --active_nodes_;
+    }
   }
   const uint32_t position = active_position_[id];
   const RequestId moved = active_ids_.back();
@@ -646,10 +679,7 @@ void ChunkedHashTree::FreeNode(uint32_t node, ChainView hashes) {
   UnlinkChild(node);
   ++dying.stamp;  // retires its entry, if any (I2)
   dying.best_key = kNoKey;
-  Queue& q = queues_[node];
-  q.run.clear();
-  q.heap.clear();
-  q.head = 0;
+  queues_[node].Clear();
   free_nodes_.push_back(node);
 }
 
@@ -660,6 +690,7 @@ void ChunkedHashTree::MergeIntoOnlyChild(uint32_t node, ChainView hashes) {
   const uint32_t child = nodes_[node].first_child;
   FEATHER_DCHECK(tip_node_ != node, "merging away the tip node");
   Node& upper = nodes_[node];
+  if (upper.active > 0) --active_nodes_;  // the child is active too: it carries the same members
   for (uint32_t level = upper.start; level <= upper.end; ++level) {
     *chunk_to_node_.Find(ChunkKey{hashes[level - 1], level}) = child;
   }
@@ -669,10 +700,7 @@ void ChunkedHashTree::MergeIntoOnlyChild(uint32_t node, ChainView hashes) {
   ReplaceChild(node, child);
   ++upper.stamp;
   upper.best_key = kNoKey;
-  Queue& q = queues_[node];
-  q.run.clear();
-  q.heap.clear();
-  q.head = 0;
+  queues_[node].Clear();
   free_nodes_.push_back(node);
   Publish(child);
 }
@@ -690,7 +718,10 @@ size_t ChunkedHashTree::MemoryBytes() const {
     bytes += sizeof(SharedHashes) + shared.hashes.capacity() * sizeof(PrefixHash);
   }
   bytes += nodes_.capacity() * sizeof(Node) + queues_.capacity() * sizeof(Queue);
-  for (const Queue& q : queues_) bytes += (q.run.capacity() + q.heap.capacity()) * sizeof(Entry);
+  for (const Queue& q : queues_) {
+    bytes += (q.run.entries.capacity() + q.run2.entries.capacity() + q.heap.capacity()) *
+             sizeof(Entry);
+  }
   bytes += free_nodes_.capacity() * 4 + global_.capacity() * sizeof(Entry);
   bytes += active_ids_.capacity() * 4 + path_.capacity() * 4;
   return bytes;
@@ -737,9 +768,11 @@ void ChunkedHashTree::CheckInvariants() const {
   }
   FEATHER_CHECK(waiting == num_waiting_, "waiting count");
   size_t chunks_in_nodes = 0;
+  uint32_t active_nodes = 0;
   for (uint32_t n = 1; n < nodes_.size(); ++n) {
     if (is_free[n]) continue;
     const Node& node = nodes_[n];
+    if (node.active > 0) ++active_nodes;
     FEATHER_CHECK(node.members == expect[n].members && node.active == expect[n].active &&
                       node.waiting == expect[n].waiting &&
                       node.terminals == expect[n].terminals,
@@ -755,6 +788,7 @@ void ChunkedHashTree::CheckInvariants() const {
     chunks_in_nodes += node.Length();
   }
   FEATHER_CHECK(chunks_in_nodes == chunk_to_node_.size(), "chunk table holds foreign entries");
+  FEATHER_CHECK(active_nodes == active_nodes_, "active node count disagrees with a recount");
 
   // The tournament. I3 and the placement half of I2: every current entry is where its subject
   // belongs, with the subject's key.
@@ -762,7 +796,6 @@ void ChunkedHashTree::CheckInvariants() const {
   for (uint32_t n = 0; n < nodes_.size(); ++n) {
     if (is_free[n]) continue;
     const Queue& q = queues_[n];
-    FEATHER_CHECK(q.head <= q.run.size(), "queue head past its run");
     uint64_t front = kNoKey;
     const auto check = [&](const Entry& e) {
       if (!IsCurrent(e)) return;
@@ -779,9 +812,13 @@ void ChunkedHashTree::CheckInvariants() const {
         ++published[e.ref];
       }
     };
-    for (size_t i = q.head; i < q.run.size(); ++i) {
-      check(q.run[i]);
-      FEATHER_CHECK(i == q.head || q.run[i - 1].key <= q.run[i].key, "queue run out of order");
+    for (const Run* run : {&q.run, &q.run2}) {
+      const std::vector<Entry>& e = run->entries;
+      FEATHER_CHECK(run->head <= e.size(), "queue head past its run");
+      for (size_t i = run->head; i < e.size(); ++i) {
+        check(e[i]);
+        FEATHER_CHECK(i == run->head || e[i - 1].key <= e[i].key, "queue run out of order");
+      }
     }
     for (const Entry& e : q.heap) check(e);
     // I1: best is the queue's current minimum and the brute-force domain minimum.

@@ -42,9 +42,11 @@
 // best and activity did not change (or that stayed active: only the global heap saw it). When a
 // node with W waiters enters the working set nothing is re-priced: its entry moves from its
 // parent's queue to the global heap, O(log) once, where a per-request structure pays O(W).
-// Queues are a sorted run (pushes in key order append; pops advance a head: O(1)) beside a 4-ary
-// heap for out-of-order pushes; stale entries are skipped when they reach a front and the queue
-// is rebuilt once stale entries outnumber live ones.
+// Queues are two sorted runs (pushes in key order append; pops advance a head: O(1)) beside a
+// 4-ary heap for pushes that fit neither run (the second run takes an ascending sequence that
+// starts below the first run's back, e.g. preempted requests requeued in admission order); stale
+// entries are skipped when they reach a front and the queue is rebuilt once stale entries
+// outnumber live ones.
 //
 // When to use it. One tree per scheduler; request ids are dense integers below 2^31 chosen by
 // the caller (recycle them: per-request state is a flat array indexed by id). All prompts of one
@@ -176,12 +178,29 @@ class ChunkedHashTree {
     uint32_t stamp;
   };
 
-  // queue(n): a sorted run (live part run[head, end)) beside a 4-ary heap (one cache line of
-  // children per level) for pushes that arrive out of key order.
-  struct Queue {
-    std::vector<Entry> run;
-    std::vector<Entry> heap;
+  // A sorted run of entries; the live part is entries[head, end), pops advance head (O(1)).
+  struct Run {
+    std::vector<Entry> entries;
     uint32_t head = 0;
+    [[nodiscard]] bool TryAppend(const Entry& entry);
+    [[nodiscard]] size_t Live() const { return entries.size() - head; }
+    void Clear() {
+      entries.clear();
+      head = 0;
+    }
+  };
+
+  // queue(n): two sorted runs beside a 4-ary heap (one cache line of children per level) for
+  // pushes that fit neither run's key order.
+  struct Queue {
+    Run run;
+    Run run2;
+    std::vector<Entry> heap;
+    void Clear() {
+      run.Clear();
+      run2.Clear();
+      heap.clear();
+    }
   };
 
   struct ChunkKey {
@@ -219,6 +238,8 @@ class ChunkedHashTree {
 
   // The tournament.
   [[nodiscard]] uint64_t TerminalKey(RequestId id) const;
+  // The tournament's per-step helpers are forced inline (chunked_hash_tree.cc): an admission
+  // runs each once or twice, and calls cost as much as their bodies.
   [[nodiscard]] bool IsCurrent(const Entry& entry) const;
   void PushQueue(uint32_t node, const Entry& entry);
   void CompactQueue(uint32_t node);
@@ -262,6 +283,7 @@ class ChunkedHashTree {
   std::vector<uint32_t> path_;              // scratch for ExtendTip
   size_t num_waiting_ = 0;
   uint64_t next_seq_ = 0;
+  uint32_t active_nodes_ = 0;  // nodes with active > 0 (the root excluded): bounds global_
   uint32_t tip_level_ = 0;
   uint32_t tip_node_ = kRoot;
   std::optional<ChtCandidate> cached_best_;
