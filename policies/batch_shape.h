@@ -161,8 +161,8 @@ class BatchShapeTracker final : private BatchShape::Source {
   void SetChain(RequestId id, std::span<const PrefixHash> chain);
 
   BatchShape shape_;
-  std::vector<Entry> entries_;   // by id
-  std::vector<RequestId> order_;  // batch order
+  std::vector<Entry> entries_;                 // by id
+  std::vector<RequestId> order_;               // batch order
   FlatHashMap<PrefixHash, uint32_t> holders_;  // chain hash -> requests in holding it
   // The last candidate filled and its prefix after admission (Admit reuses it).
   RequestId last_candidate_ = kNoRequest;

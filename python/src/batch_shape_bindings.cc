@@ -1,11 +1,11 @@
 // batch_shape_bindings.cc: feather.BatchShapeTracker (policies/batch_shape.h), the batch shape a
 // stop policy reads (StopContext's batch fields), for a caller that keeps the batch itself: the
 // vLLM plugin. Chains are lists of 64-bit block hashes (hash i covers blocks [0, i]).
-#include <cstdint>
-#include <vector>
-
 #include <nanobind/nanobind.h>
 #include <nanobind/stl/vector.h>
+
+#include <cstdint>
+#include <vector>
 
 #include "policies/batch_shape.h"
 #include "policies/stop_policy.h"
@@ -26,7 +26,8 @@ void BindBatchShape(nb::module_& m) {
       .def(
           "__init__",
           [](BatchShapeTracker* self, uint32_t block_tokens) {
-            if (block_tokens == 0) throw nb::value_error("BatchShapeTracker: block_tokens must be > 0");
+            if (block_tokens == 0)
+              throw nb::value_error("BatchShapeTracker: block_tokens must be > 0");
             new (self) BatchShapeTracker(block_tokens);
           },
           "block_tokens"_a)
@@ -52,7 +53,8 @@ void BindBatchShape(nb::module_& m) {
           [](BatchShapeTracker& t, const std::vector<uint32_t>& sequence_tokens,
              int64_t common_prefix_tokens) {
             if (sequence_tokens.size() != t.size()) {
-              throw nb::value_error("BatchShapeTracker.begin_round: one sequence length per member");
+              throw nb::value_error(
+                  "BatchShapeTracker.begin_round: one sequence length per member");
             }
             t.BeginRound(sequence_tokens, common_prefix_tokens);
           },
@@ -62,8 +64,8 @@ void BindBatchShape(nb::module_& m) {
       .def(
           "fill",
           [](BatchShapeTracker& t, StopContext& context, RequestId id,
-             const std::vector<PrefixHash>& chain, uint32_t sequence_tokens,
-             uint32_t cached_tokens, uint64_t used_blocks) {
+             const std::vector<PrefixHash>& chain, uint32_t sequence_tokens, uint32_t cached_tokens,
+             uint64_t used_blocks) {
             if (id == kNoRequest || t.Contains(id)) {
               throw nb::value_error("BatchShapeTracker.fill: the candidate must not be in");
             }

@@ -5,13 +5,13 @@
 // incremental state).
 #include "policies/batch_shape.h"
 
+#include <gtest/gtest.h>
+
 #include <algorithm>
 #include <cstdint>
 #include <map>
 #include <random>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 namespace feather {
 namespace {
@@ -45,7 +45,8 @@ Req MakeRequest(RequestId id, std::mt19937_64& rng) {
   r.id = id;
   PrefixHash h = 0;
   for (uint32_t i = 0; i < prefix; ++i) r.chain.push_back(h = Mix(h, group * 1000 + i));
-  for (uint32_t i = 0; i < sub_blocks; ++i) r.chain.push_back(h = Mix(h, (1u << 20) | (sub * 100 + i)));
+  for (uint32_t i = 0; i < sub_blocks; ++i)
+    r.chain.push_back(h = Mix(h, (1u << 20) | (sub * 100 + i)));
   for (uint32_t i = 0; i < own; ++i) r.chain.push_back(h = Mix(h, rng()));
   r.sequence = static_cast<uint32_t>(r.chain.size()) * kBlock + static_cast<uint32_t>(rng() % 40);
   return r;
@@ -62,7 +63,8 @@ uint32_t Held(const Req& m, const std::vector<const Req*>& everyone, uint32_t ho
   uint32_t held = 0;
   for (; held < m.chain.size(); ++held) {
     uint32_t count = 0;
-    for (const Req* r : everyone) count += r->chain.size() > held && r->chain[held] == m.chain[held];
+    for (const Req* r : everyone)
+      count += r->chain.size() > held && r->chain[held] == m.chain[held];
     if (count < holders) break;
   }
   return held;
@@ -103,7 +105,8 @@ Expected BruteForce(const std::vector<const Req*>& batch, size_t running,
                Shared(r.chain, batch.front()->chain, std::min(prefix, hit) / kBlock)) *
            kBlock;
   };
-  for (size_t i = running; i < batch.size(); ++i) prefix = prefix_with(*batch[i], cached[i], i == 0);
+  for (size_t i = running; i < batch.size(); ++i)
+    prefix = prefix_with(*batch[i], cached[i], i == 0);
   c.batch_common_prefix_tokens = empty ? 0 : prefix;
   e.after = prefix_with(candidate, candidate_cached, empty);
   c.candidate_tokens = candidate.sequence;
@@ -156,7 +159,8 @@ void ExpectSameShape(const StopContext& got, const StopContext& want, const std:
   EXPECT_EQ(got.candidate_cached_tokens, want.candidate_cached_tokens) << where;
   EXPECT_EQ(got.candidate_common_prefix_tokens, want.candidate_common_prefix_tokens) << where;
   for (size_t d = 0; d < got.largest_groups.size(); ++d) {
-    EXPECT_EQ(got.largest_groups[d].requests, want.largest_groups[d].requests) << where << " d" << d;
+    EXPECT_EQ(got.largest_groups[d].requests, want.largest_groups[d].requests)
+        << where << " d" << d;
     EXPECT_EQ(got.largest_groups[d].prefix_tokens, want.largest_groups[d].prefix_tokens)
         << where << " d" << d;
     EXPECT_EQ(got.largest_groups[d].candidate_in, want.largest_groups[d].candidate_in)
@@ -168,8 +172,8 @@ TEST(BatchShapeTrackerTest, MatchesBruteForceOverRandomRounds) {
   for (uint64_t seed = 1; seed <= 40; ++seed) {
     std::mt19937_64 rng(seed);
     BatchShapeTracker tracker(kBlock);
-    std::map<RequestId, Req> all;     // every request made, by id
-    std::vector<RequestId> running;   // the tracker's members, in order (the reference's copy)
+    std::map<RequestId, Req> all;    // every request made, by id
+    std::vector<RequestId> running;  // the tracker's members, in order (the reference's copy)
     RequestId next_id = 0;
     for (int round = 0; round < 25; ++round) {
       // Some running requests finish or are preempted; ids are recycled sometimes.
@@ -190,19 +194,19 @@ TEST(BatchShapeTrackerTest, MatchesBruteForceOverRandomRounds) {
       }
       const bool given_prefix = rng() % 2 == 0;
       const uint32_t round_prefix =
-          given_prefix ? static_cast<uint32_t>(rng() % 30) * kBlock
-                       : (batch.empty() ? 0
-                                        : Held(*batch.front(), batch,
-                                               static_cast<uint32_t>(batch.size())) *
-                                              kBlock);
+          given_prefix
+              ? static_cast<uint32_t>(rng() % 30) * kBlock
+              : (batch.empty()
+                     ? 0
+                     : Held(*batch.front(), batch, static_cast<uint32_t>(batch.size())) * kBlock);
       tracker.BeginRound(sequences, given_prefix ? int64_t{round_prefix} : -1);
       const size_t n_running = batch.size();
       std::vector<std::vector<const Req*>> holders_at(n_running, batch);
       std::vector<uint32_t> cached(n_running, 0);
       const int proposals = static_cast<int>(rng() % 8);
       for (int p = 0; p < proposals; ++p) {
-        const RequestId id = (rng() % 3 == 0 && next_id > 0) ? static_cast<RequestId>(rng() % next_id)
-                                                              : next_id;
+        const RequestId id =
+            (rng() % 3 == 0 && next_id > 0) ? static_cast<RequestId>(rng() % next_id) : next_id;
         if (tracker.Contains(id)) continue;
         if (id == next_id) ++next_id;
         all[id] = MakeRequest(id, rng);
