@@ -6,6 +6,8 @@ The C++ core through a thin binding (names follow the C++ in snake_case):
   ``find_best``, ``add_to_batch``, ``finish``, ``remove``, ``requeue``).
 - ``make_stop_policy`` / ``stop_policy_from_scenario`` and ``StopPolicy``: the stop policies
   (``decide``, ``on_step_executed`` with the step's reward, ``save`` / ``load``).
+- ``BatchShapeTracker``: the batch shape a stop policy reads (``StopContext``'s batch fields),
+  kept by a caller that owns the batch (the vLLM plugin).
 - ``Simulation``: a scenario's serving loop one step at a time (``schedule``, ``complete``), for
   harnesses that run another scheduler in lockstep (``feather.vllm.conformance``).
 - ``run``: ``feather run`` on a scenario, returning summary.json as a dict; ``read_results``
@@ -16,6 +18,7 @@ scenario file, RuntimeError for files that cannot be read or written); nothing a
 """
 
 from feather._feather import (
+    BatchShapeTracker,
     ChtCandidate,
     ChunkedHashTree,
     HashScheme,
@@ -38,6 +41,7 @@ from feather._results import Results, read_results
 from feather._run import UnservedError, run
 
 __all__ = [
+    "BatchShapeTracker",
     "ChtCandidate",
     "ChunkedHashTree",
     "HashScheme",

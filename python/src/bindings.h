@@ -13,5 +13,6 @@ void BindChunkedHashTree(nanobind::module_& m);  // cht_bindings.cc
 void BindStopPolicies(nanobind::module_& m);     // stop_policy_bindings.cc
 void BindRun(nanobind::module_& m);              // run_bindings.cc: sim/ and cli/
 void BindSimulation(nanobind::module_& m);       // simulation_bindings.cc: sim/, step by step
+void BindBatchShape(nanobind::module_& m);       // batch_shape_bindings.cc: policies/batch_shape.h
 
 }  // namespace feather::python

@@ -13,4 +13,5 @@ NB_MODULE(_feather, m) {
   feather::python::BindStopPolicies(m);
   feather::python::BindRun(m);
   feather::python::BindSimulation(m);
+  feather::python::BindBatchShape(m);
 }

@@ -160,7 +160,43 @@ void BindStopPolicies(nb::module_& m) {
       .def_rw("kv_used_blocks", &StopContext::kv_used_blocks, "KV blocks in use (Dynamic Batching).")
       .def_rw("kv_total_blocks", &StopContext::kv_total_blocks, "KV blocks in the pool.")
       .def_rw("candidate_blocks", &StopContext::candidate_blocks,
-              "KV blocks the candidate's prompt would need (cache hits not subtracted).");
+              "KV blocks the candidate's prompt would need (cache hits not subtracted).")
+      // The batch shape (filled by feather.BatchShapeTracker.fill for policies whose
+      // wants_batch_shape() is True).
+      .def_rw("batch_kv_tokens", &StopContext::batch_kv_tokens,
+              "Sum of the batch's sequence tokens (KV a decode step reads).")
+      .def_rw("batch_unique_kv_tokens", &StopContext::batch_unique_kv_tokens,
+              "Distinct KV tokens held (blocks in use x block size).")
+      .def_rw("batch_common_prefix_tokens", &StopContext::batch_common_prefix_tokens,
+              "Leading tokens every batch request shares.")
+      .def_rw("candidate_tokens", &StopContext::candidate_tokens,
+              "The candidate's sequence length.")
+      .def_rw("candidate_cached_tokens", &StopContext::candidate_cached_tokens,
+              "The candidate's prefix-cache hit.")
+      .def_rw("candidate_common_prefix_tokens", &StopContext::candidate_common_prefix_tokens,
+              "What the batch would share with the candidate admitted.")
+      .def_prop_ro(
+          "largest_groups",
+          [](const StopContext& c) {
+            return std::vector<StopContext::PrefixGroup>(c.largest_groups.begin(),
+                                                         c.largest_groups.end());
+          },
+          "The batch's largest prefix group at each depth of prefix_group_depths (a copy).")
+      .def_prop_ro_static(
+          "prefix_group_depths",
+          [](nb::handle) {
+            return std::vector<uint32_t>(StopContext::kPrefixGroupDepths.begin(),
+                                         StopContext::kPrefixGroupDepths.end());
+          },
+          "Depths (tokens) of largest_groups.");
+
+  nb::class_<StopContext::PrefixGroup>(m, "PrefixGroup",
+                                       "A batch's largest group sharing its first `depth` tokens.")
+      .def_ro("requests", &StopContext::PrefixGroup::requests, "Requests in the group.")
+      .def_ro("prefix_tokens", &StopContext::PrefixGroup::prefix_tokens,
+              "Leading tokens all of them share.")
+      .def_ro("candidate_in", &StopContext::PrefixGroup::candidate_in,
+              "Whether the candidate belongs to it.");
 
   nb::class_<StepFeedback>(m, "StepFeedback",
                            "What an executed engine step reports back to the policy.")
@@ -197,10 +233,13 @@ void BindStopPolicies(nb::module_& m) {
       "on_step_executed(feedback) rewards every decision since begin_round(). Make one with "
       "feather.make_stop_policy.")
       .def("name", [](const StopPolicy& p) { return std::string(p.Name()); },
-           "The policy's scenario name (always, heuristic, bandit, qlearning, dynamic-batching, bandit-authors, bandit-delayed, mpc).")
+           "The policy's scenario name (one of stop_policy_names()).")
       .def("begin_round", &StopPolicy::BeginRound, "Starts forming a batch.")
       .def("decide", &StopPolicy::Decide, "context"_a,
            "Add or stop for one proposal (cheap: learning happens in on_step_executed).")
+      .def("wants_batch_shape", &StopPolicy::WantsBatchShape,
+           "Whether decide() reads the context's batch shape (mpc, converge): fill it with "
+           "feather.BatchShapeTracker.")
       .def("on_step_executed", &StopPolicy::OnStepExecuted, "feedback"_a,
            "Reports the executed step: the reward (feather.step_reward) of every decision taken "
            "since begin_round(). A frozen policy (learning False) ignores it.")

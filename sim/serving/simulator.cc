@@ -125,7 +125,8 @@ Simulator::Simulator(const ServingConfig& config, const Workload& workload,
       policy_(policy),
       engine_(engine),
       kv_(KvCacheConfig{config.block_tokens, config.kv_cache_blocks, config.prefix_caching}),
-      sglang_(config.sglang) {
+      sglang_(config.sglang),
+      batch_shape_(config.block_tokens) {
   FEATHER_CHECK(config.kv_cache_blocks > 0, "kv_cache_blocks must be resolved before the run");
   FEATHER_CHECK(config.max_num_batched_tokens > 0 && config.max_num_seqs > 0,
                 "serving limits must be positive");
@@ -299,67 +300,14 @@ void Simulator::RegisterScheduledBlocks(RequestId id, uint32_t new_tokens) {
   kv_.CacheBlocks(id, ChainOf(id), s.computed_tokens + new_tokens);
 }
 
-namespace {
-
-// Leading positions, up to `limit`, where two block-hash chains agree (equal chain hashes name
-// the same registered block).
-size_t SharedLeadingBlocks(ChainView a, ChainView b, size_t limit) {
-  limit = std::min({limit, a.size(), b.size()});
+uint32_t Simulator::ShapeSource::HeldPrefixBlocks(RequestId id, uint32_t holders) const {
+  // Physical sharing: the request's table, as far as its chain goes, while at least `holders`
+  // requests hold each block.
+  const std::span<const uint32_t> table = sim_.kv_.BlockTable(id);
+  const size_t full = std::min<size_t>(table.size(), sim_.ChainOf(id).size());
   size_t shared = 0;
-  while (shared < limit && a[shared] == b[shared]) ++shared;
-  return shared;
-}
-
-}  // namespace
-
-std::optional<PrefixHash> Simulator::GroupKey(RequestId id, size_t depth) const {
-  const ChainView chain = ChainOf(id);
-  const uint32_t blocks =
-      (StopContext::kPrefixGroupDepths[depth] + config_.block_tokens - 1) / config_.block_tokens;
-  if (blocks == 0 || chain.size() < blocks) return std::nullopt;
-  return chain[blocks - 1];
-}
-
-void Simulator::AddToGroups(RequestId id, BatchGroups& groups) {
-  const uint32_t block = config_.block_tokens;
-  for (size_t d = 0; d < kGroupDepths; ++d) {
-    const std::optional<PrefixHash> key = GroupKey(id, d);
-    if (!key) return;  // deeper keys need a longer prompt still
-    BatchGroup& g = groups[d];
-    uint32_t& count = *group_counts_[d].Insert(*key, 0).first;
-    ++count;
-    if (g.member != kNoRequest && *key == g.key) {
-      // One more member: the group's shared prefix can only shrink to what this one shares.
-      const size_t shared =
-          SharedLeadingBlocks(ChainOf(id), ChainOf(g.member), g.prefix_tokens / block);
-      g.prefix_tokens = static_cast<uint32_t>(shared) * block;
-      g.requests = count;
-    } else if (count > g.requests) {
-      // A new largest group: its shared prefix from the physical blocks all its members hold.
-      g.key = *key;
-      g.requests = count;
-      g.member = id;
-      const std::span<const uint32_t> table = kv_.BlockTable(id);
-      const size_t full = std::min<size_t>(table.size(), ChainOf(id).size());
-      size_t shared = 0;
-      while (shared < full && kv_.RefCount(table[shared]) >= count) ++shared;
-      g.prefix_tokens = static_cast<uint32_t>(shared) * block;
-    }
-  }
-}
-
-uint32_t Simulator::SharedPrefixTokens(RequestId id, uint32_t cached_tokens,
-                                       uint32_t batch_prefix_tokens) const {
-  const uint32_t block = config_.block_tokens;
-  const ChainView own = ChainOf(id);
-  if (batch_prefix_tokens == kNoPrefix) {
-    // The first request: the batch would share all its full blocks.
-    return static_cast<uint32_t>(own.size()) * block;
-  }
-  // Blocks the candidate would share physically: its cache hit, as far as it follows the front
-  // request's chain.
-  const size_t limit = std::min(batch_prefix_tokens, cached_tokens) / block;
-  return static_cast<uint32_t>(SharedLeadingBlocks(own, ChainOf(running_.front()), limit)) * block;
+  while (shared < full && sim_.kv_.RefCount(table[shared]) >= holders) ++shared;
+  return static_cast<uint32_t>(shared);
 }
 
 void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
@@ -367,23 +315,18 @@ void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
     selector_.BeginRound();
     policy_.BeginRound();
   });
-  // The batch's decode shape, for a policy that predicts step time: KV tokens a decode step of
-  // the running batch reads, and the leading tokens all of it shares (kNoPrefix: empty batch).
+  // The batch's decode shape, for a policy that reads it (policies/batch_shape.h).
   const bool shape = policy_.WantsBatchShape();
-  uint64_t batch_kv_tokens = 0;
-  uint32_t batch_prefix_tokens = kNoPrefix;
-  BatchGroups groups{};
   if (shape) {
-    for (auto& counts : group_counts_) counts.Clear();
-  }
-  if (shape && !running_.empty()) {
+    batch_shape_.Clear();
     for (const RequestId id : running_) {
-      batch_kv_tokens += state_[id].SequenceTokens();
-      AddToGroups(id, groups);
+      batch_shape_.AddRunning(id, state_[id].SequenceTokens(), shape_source_);
     }
-    batch_prefix_tokens =
-        kv_.CommonPrefixBlocks(running_.front(), static_cast<uint32_t>(running_.size())) *
-        config_.block_tokens;
+    if (!running_.empty()) {
+      batch_shape_.SetCommonPrefixTokens(
+          kv_.CommonPrefixBlocks(running_.front(), static_cast<uint32_t>(running_.size())) *
+          config_.block_tokens);
+    }
   }
   while (running_.size() < config_.max_num_seqs && budget_tokens > 0) {
     const std::optional<Candidate> candidate = Timed([&] { return selector_.Next(); });
@@ -414,19 +357,8 @@ void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
       context.kv_total_blocks = kv_.num_blocks();
       context.candidate_blocks = (sequence + config_.block_tokens - 1) / config_.block_tokens;
       if (shape) {
-        prefix_after = SharedPrefixTokens(id, cached, batch_prefix_tokens);
-        context.batch_kv_tokens = batch_kv_tokens;
-        context.batch_unique_kv_tokens = kv_.NumUsedBlocks() * config_.block_tokens;
-        context.batch_common_prefix_tokens =
-            batch_prefix_tokens == kNoPrefix ? 0 : batch_prefix_tokens;
-        context.candidate_tokens = sequence;
-        context.candidate_cached_tokens = cached;
-        context.candidate_common_prefix_tokens = prefix_after;
-        for (size_t d = 0; d < kGroupDepths; ++d) {
-          const std::optional<PrefixHash> key = GroupKey(id, d);
-          context.largest_groups[d] = {groups[d].requests, groups[d].prefix_tokens,
-                                       groups[d].requests > 0 && key && *key == groups[d].key};
-        }
+        prefix_after =
+            batch_shape_.Fill(context, id, sequence, cached, kv_.NumUsedBlocks(), shape_source_);
       }
       const StopDecision decision = Timed([&] { return policy_.Decide(context); });
       // An empty batch always takes its first candidate: a step with nothing to run would only
@@ -449,11 +381,7 @@ void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
     records_.requests[id].cached_tokens = s.computed_tokens;
     running_.push_back(id);
     ++admitted_this_step_;
-    if (shape) {
-      batch_kv_tokens += sequence;
-      batch_prefix_tokens = prefix_after;
-      AddToGroups(id, groups);
-    }
+    if (shape) batch_shape_.Admit(id, sequence, prefix_after, shape_source_);
   }
 }
 

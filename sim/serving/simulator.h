@@ -48,6 +48,7 @@
 #include <vector>
 
 #include "base/flat_hash_map.h"
+#include "policies/batch_shape.h"
 #include "policies/selector.h"
 #include "policies/stop_policy.h"
 #include "sim/engine/engine.h"
@@ -181,24 +182,17 @@ class Simulator {
   bool DecodeSglang();
   // Blocks a decode token of `id` needs beyond its table (0 or 1).
   [[nodiscard]] uint32_t DecodeBlocksNeeded(RequestId id) const;
-  static constexpr uint32_t kNoPrefix = 0xffffffffu;
-  // The batch's prefix groups for StopContext::largest_groups: at each depth, requests keyed by
-  // the chain hash that covers their first `depth` tokens (none when the prompt is shorter).
-  struct BatchGroup {
-    PrefixHash key = 0;
-    uint32_t requests = 0;
-    uint32_t prefix_tokens = 0;
-    RequestId member = kNoRequest;  // a request of the largest group
+  // The KV cache's side of the batch shape (policies/batch_shape.h): the requests' chains and
+  // the leading blocks of a request's table that enough requests hold (reference counts).
+  class ShapeSource final : public BatchShape::Source {
+   public:
+    explicit ShapeSource(const Simulator& sim) : sim_(sim) {}
+    [[nodiscard]] ChainView ChainOf(RequestId id) const override { return sim_.ChainOf(id); }
+    [[nodiscard]] uint32_t HeldPrefixBlocks(RequestId id, uint32_t holders) const override;
+
+   private:
+    const Simulator& sim_;
   };
-  static constexpr size_t kGroupDepths = StopContext::kPrefixGroupDepths.size();
-  using BatchGroups = std::array<BatchGroup, kGroupDepths>;
-  [[nodiscard]] std::optional<PrefixHash> GroupKey(RequestId id, size_t depth) const;
-  void AddToGroups(RequestId id, BatchGroups& groups);
-  std::array<FlatHashMap<PrefixHash, uint32_t>, kGroupDepths> group_counts_;
-  // Leading tokens a batch sharing `batch_prefix_tokens` (kNoPrefix: empty) would share with
-  // request `id` admitted, given its cache hit (StopContext::candidate_common_prefix_tokens).
-  [[nodiscard]] uint32_t SharedPrefixTokens(RequestId id, uint32_t cached_tokens,
-                                            uint32_t batch_prefix_tokens) const;
   void Preempt(RequestId victim);
   // Caches the blocks a request's scheduled tokens fill (vLLM v1 caches them when it allocates
   // them, not after the step), so a request scheduled later in the same step hits them.
@@ -260,6 +254,9 @@ class Simulator {
   // serving.engine sglang only: SGLang's scheduler state, DecodeSglang's scratch.
   SglangBatcher sglang_;
   std::vector<SglangRetractCandidate> retract_scratch_;
+  // The batch shape for a stop policy that reads it (rebuilt each round in AdmitWaiting).
+  ShapeSource shape_source_{*this};
+  BatchShape batch_shape_;
 
   std::vector<RequestState> state_;
   PromptChains chains_;  // every prompt's block-hash chain, shared heads' hashes stored once

@@ -64,6 +64,37 @@ def test_plugin_decides_as_feathers_simulator(name, policy):
     assert not queue._ids and len(queue._free_ids) == queue._next_id
 
 
+def test_converge_reads_the_batch_shape_and_decides_as_feathers_simulator():
+    # converge reads StopContext's batch fields; the plugin fills them with
+    # feather.BatchShapeTracker, the code the simulator fills them with.
+    result = plugin_check.replay_plugin(str(WORKLOADS / "prefix-groups-converge.yaml"))
+    assert result.first_difference is None, f"step {result.first_difference}: {result.detail}"
+    assert len(result.vllm) >= 2000
+    assert not any(step.preempted for step in result.vllm)
+    scheduler = result.scheduler
+    assert scheduler.policy.name() == "converge" and scheduler.policy.wants_batch_shape()
+    assert scheduler.stats.stops >= 100  # its rules really close batches
+    shape = scheduler._shape
+    assert shape is not None and len(shape) == 0  # every request left the tracker
+    assert not scheduler._shape_ids
+
+
+def test_converge_without_the_batch_shape_differs(monkeypatch):
+    # The plugin as it was: no shape in the context, so converge sees an empty batch shape
+    # and never stops; the replay tells it apart from feather's simulator.
+    init = FeatherScheduler.__init__
+
+    def blind(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        self._shape = None
+
+    monkeypatch.setattr(FeatherScheduler, "__init__", blind)
+    result = plugin_check.replay_plugin(str(WORKLOADS / "prefix-groups-converge.yaml"),
+                                        max_steps=2000)
+    assert result.first_difference is not None
+    assert result.scheduler.stats.stops == 0
+
+
 def test_fcfs_selector_under_a_policy_decides_as_feathers_simulator():
     # vLLM's own order, gated by the bandit (no prefix signal: its state is b and the waiting
     # count). The policy must be asked once per proposal, not again by peek_request.

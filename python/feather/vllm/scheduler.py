@@ -30,6 +30,19 @@ changed, both without patching vLLM:
    the first question of a step, so a step whose admission loop vLLM skips (a preemption happened)
    has no round, as in feather.
 
+3. **The batch shape.** A policy whose ``wants_batch_shape()`` is True (``mpc``, ``converge``)
+   reads ``StopContext``'s batch fields (sequence tokens, KV in use, common prefix, the
+   candidate's effect, the largest prefix groups). The scheduler keeps a
+   ``feather.BatchShapeTracker`` (policies/batch_shape.h, the code feather's simulator fills them
+   with): a request enters with its chain (``block_key`` of each of its ``block_hashes``) when it
+   runs and leaves when it finishes or is preempted (the round's first question reconciles the
+   tracker with ``self.running``, in order); the round starts from vLLM's own common prefix (the
+   ``num_common_prefix_blocks`` rule on its block reference counts), requests vLLM admitted during
+   the round are added at the next question, and each candidate's cache hit is vLLM's prefix-cache
+   lookup (``find_longest_cache_hit``, which changes nothing). Where it can differ from the
+   simulator (logical vs physical sharing inside a prefix group; full blocks only): the header.
+   ``StepFeedback``'s step shape (mpc's fit) is not filled here.
+
 Finished requests leave the tree in ``_free_request`` (natural finishes and aborts), waiting
 requests that are aborted through ``remove_requests``. A preempted request comes back through
 ``prepend_request`` (vLLM's ``_preempt_request``) and is requeued in the tree
@@ -365,6 +378,13 @@ class FeatherScheduler(Scheduler):
         self._stopped = False
         self._running_at_round_start = 0
         self._pool = self.kv_cache_manager.block_pool
+        # The batch shape, for a policy that reads it (mpc, converge): module comment, point 3.
+        self._shape: feather.BatchShapeTracker | None = None
+        if self.policy.wants_batch_shape():
+            self._shape = feather.BatchShapeTracker(self.block_size)
+        self._shape_ids: dict[str, int] = {}  # vLLM request id -> tracker id
+        self._shape_free_ids: list[int] = []
+        self._shape_seen = 0  # running requests the tracker has taken this round
         self._kv_total_blocks = self._pool.num_gpu_blocks - 1  # block 0 is vLLM's null block
         # Step timing: schedule() end times of steps in flight, oldest first, and the last output.
         self._in_flight: list[tuple[int, int]] = []  # (id(scheduler_output), end ns)
@@ -387,21 +407,84 @@ class FeatherScheduler(Scheduler):
             self._round_begun = True
             self._running_at_round_start = len(self.running)
             self.stats.rounds += 1
+            if self._shape is not None:
+                self._shape_begin_round()
         request, signal = queue.best()
+        used_blocks = self._kv_total_blocks - self._pool.get_num_free_blocks()
         context = feather.StopContext(
             batch_size=len(self.running),
             admitted_this_round=len(self.running) - self._running_at_round_start,
             signal=signal,
             waiting=len(queue),
-            kv_used_blocks=self._kv_total_blocks - self._pool.get_num_free_blocks(),
+            kv_used_blocks=used_blocks,
             kv_total_blocks=self._kv_total_blocks,
             candidate_blocks=-(-request.num_tokens // self.block_size))
+        if self._shape is not None:
+            self._shape_fill(context, request, used_blocks)
         self.stats.decisions += 1
         if self.policy.decide(context) == feather.StopDecision.stop and self.running:
             self._stopped = True
             self.stats.stops += 1
             return False
         return True
+
+    # The batch shape (module comment, point 3).
+    def _shape_id(self, request: Request) -> int:
+        sid = self._shape_ids.get(request.request_id)
+        if sid is None:
+            sid = self._shape_free_ids.pop() if self._shape_free_ids else len(self._shape_ids)
+            self._shape_ids[request.request_id] = sid
+        return sid
+
+    @staticmethod
+    def _chain(request: Request) -> list[int]:
+        return [block_key(h) for h in request.block_hashes]
+
+    def _common_prefix_blocks(self) -> int:
+        """vLLM's num_common_prefix_blocks rule (from when it had cascade attention): leading
+        blocks of the first running request that every running request holds."""
+        manager = self.kv_cache_manager.coordinator.single_type_managers[0]
+        blocks = manager.req_to_blocks.get(self.running[0].request_id, [])
+        count = 0
+        for b in blocks:
+            if b.ref_cnt != len(self.running):
+                break
+            count += 1
+        return count
+
+    def _shape_begin_round(self) -> None:
+        """The tracker follows vLLM's running list: finished and preempted requests leave,
+        requests admitted outside the gate's view enter; then the round starts."""
+        shape = self._shape
+        running = [self._shape_id(r) for r in self.running]
+        if shape.members() != running:
+            keep = set(running)
+            for sid in shape.members():
+                if sid not in keep:
+                    shape.leave(sid)
+            if shape.members() != running[:len(shape)]:  # order differs: start over
+                for sid in shape.members():
+                    shape.leave(sid)
+            for sid, request in zip(running, self.running):
+                if sid not in shape:
+                    shape.enter(sid, self._chain(request))
+        common = self._common_prefix_blocks() * self.block_size if self.running else 0
+        shape.begin_round([r.num_tokens for r in self.running], common)
+        self._shape_seen = len(self.running)
+
+    def _shape_fill(self, context: feather.StopContext, request: Request,
+                    used_blocks: int) -> None:
+        shape = self._shape
+        # Requests vLLM admitted since the last question of this round join the shape.
+        for admitted in self.running[self._shape_seen:]:
+            shape.admit(self._shape_id(admitted), self._chain(admitted), admitted.num_tokens)
+        self._shape_seen = len(self.running)
+        cached = 0
+        if self.cache_config.enable_prefix_caching:
+            _, cached, _ = self.kv_cache_manager.coordinator.find_longest_cache_hit(
+                request.block_hashes, request.num_tokens - 1)
+        shape.fill(context, self._shape_id(request), self._chain(request), request.num_tokens,
+                   cached, used_blocks)
 
     def schedule(self, *args: Any, **kwargs: Any):
         # A step in flight (async scheduling): no admission in this call (module comment).
@@ -466,6 +549,10 @@ class FeatherScheduler(Scheduler):
 
     def _free_request(self, request: Request, *args: Any, **kwargs: Any):
         self.waiting.forget(request)
+        sid = self._shape_ids.pop(request.request_id, None)
+        if sid is not None:
+            self._shape.leave(sid)
+            self._shape_free_ids.append(sid)
         return super()._free_request(request, *args, **kwargs)
 
     def shutdown(self) -> None:
