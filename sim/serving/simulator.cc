@@ -310,6 +310,18 @@ uint32_t Simulator::ShapeSource::HeldPrefixBlocks(RequestId id, uint32_t holders
   return static_cast<uint32_t>(shared);
 }
 
+StopContext Simulator::BaseStopContext(const Candidate& candidate, uint32_t sequence) const {
+  StopContext context;
+  context.batch_size = static_cast<uint32_t>(running_.size());
+  context.admitted_this_round = admitted_this_step_;
+  context.signal = candidate.signal;
+  context.waiting = static_cast<uint32_t>(selector_.NumWaiting());
+  context.kv_used_blocks = kv_.NumUsedBlocks();
+  context.kv_total_blocks = kv_.num_blocks();
+  context.candidate_blocks = (sequence + config_.block_tokens - 1) / config_.block_tokens;
+  return context;
+}
+
 void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
   Timed([&] {
     selector_.BeginRound();
@@ -348,14 +360,7 @@ void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
     const uint32_t n = std::min(need, budget_tokens);
     uint32_t prefix_after = 0;  // the batch's common prefix with the candidate admitted
     {
-      StopContext context;
-      context.batch_size = static_cast<uint32_t>(running_.size());
-      context.admitted_this_round = admitted_this_step_;
-      context.signal = candidate->signal;
-      context.waiting = static_cast<uint32_t>(selector_.NumWaiting());
-      context.kv_used_blocks = kv_.NumUsedBlocks();
-      context.kv_total_blocks = kv_.num_blocks();
-      context.candidate_blocks = (sequence + config_.block_tokens - 1) / config_.block_tokens;
+      StopContext context = BaseStopContext(*candidate, sequence);
       if (shape) {
         prefix_after =
             batch_shape_.Fill(context, id, sequence, cached, kv_.NumUsedBlocks(), shape_source_);

@@ -172,6 +172,9 @@ class Simulator {
   // Step 2; returns true when a preemption happened.
   bool ScheduleRunning(uint32_t& budget_tokens);
   void AdmitWaiting(uint32_t& budget_tokens);
+  // The StopContext fields every engine's admission fills (batch, queue, KV occupancy, the
+  // candidate's blocks); the batch shape is AdmitWaiting's addition.
+  [[nodiscard]] StopContext BaseStopContext(const Candidate& candidate, uint32_t sequence) const;
   // serving.engine sglang (simulator_sglang.cc): forms the step, a prefill batch or else a decode
   // step; returns true when requests were retracted. `ranked`: the selector ranked its queue.
   bool ScheduleSglang(bool& ranked);

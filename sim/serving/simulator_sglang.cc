@@ -97,14 +97,7 @@ uint32_t Simulator::AdmitSglang(size_t decoding) {
     const uint32_t cached = kv_.LookupCachedTokens(chain, sequence);
     const uint32_t need = sequence - cached;
     {
-      StopContext context;
-      context.batch_size = static_cast<uint32_t>(running_.size());
-      context.admitted_this_round = admitted_this_step_;
-      context.signal = candidate->signal;
-      context.waiting = static_cast<uint32_t>(selector_.NumWaiting());
-      context.kv_used_blocks = kv_.NumUsedBlocks();
-      context.kv_total_blocks = kv_.num_blocks();
-      context.candidate_blocks = (sequence + block - 1) / block;
+      const StopContext context = BaseStopContext(*candidate, sequence);
       const StopDecision decision = Timed([&] { return policy_.Decide(context); });
       if (decision == StopDecision::kStop && !running_.empty()) break;
     }

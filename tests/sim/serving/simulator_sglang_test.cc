@@ -15,25 +15,10 @@
 #include "policies/stop_policy_factory.h"
 #include "sim/serving/simulator.h"
 #include "sim/workload/synthetic_prompts.h"
+#include "tests/sim/serving/constant_engine.h"
 
 namespace feather {
 namespace {
-
-class ConstantEngine final : public Engine {
- public:
-  std::string_view Name() const override { return "constant"; }
-  StepTiming Execute(const BatchPlan& plan) override {
-    StepTiming t;
-    t.term_ns[static_cast<size_t>(StepTerm::kOverhead)] =
-        1'000'000 + 10'000 * static_cast<int64_t>(plan.num_requests()) +
-        100 * static_cast<int64_t>(plan.total_new_tokens());
-    t.total_ns = t.term(StepTerm::kOverhead);
-    for (const StepRequest& r : plan.requests) {
-      EXPECT_GE(r.block_table.size() * plan.block_tokens, r.context_tokens + r.new_tokens);
-    }
-    return t;
-  }
-};
 
 ServingConfig SglangConfigFor(uint64_t kv_blocks) {
   ServingConfig c;

@@ -15,30 +15,10 @@
 #include "policies/selector_factory.h"
 #include "policies/stop_policy_factory.h"
 #include "sim/workload/synthetic_prompts.h"
+#include "tests/sim/serving/constant_engine.h"
 
 namespace feather {
 namespace {
-
-// Step time = fixed + per_request × requests + per_token × new tokens; remembers the plans.
-class ConstantEngine final : public Engine {
- public:
-  std::string_view Name() const override { return "constant"; }
-  StepTiming Execute(const BatchPlan& plan) override {
-    StepTiming t;
-    t.term_ns[static_cast<size_t>(StepTerm::kOverhead)] =
-        1'000'000 + 10'000 * static_cast<int64_t>(plan.num_requests()) +
-        100 * static_cast<int64_t>(plan.total_new_tokens());
-    t.total_ns = t.term(StepTerm::kOverhead);
-    if (plan.num_requests() >= 2) {  // one request alone shares its whole table with itself
-      max_common_prefix = std::max(max_common_prefix, plan.common_prefix_tokens);
-    }
-    for (const StepRequest& r : plan.requests) {
-      EXPECT_GE(r.block_table.size() * plan.block_tokens, r.context_tokens + r.new_tokens);
-    }
-    return t;
-  }
-  uint32_t max_common_prefix = 0;
-};
 
 Workload MakeWorkload(uint32_t count, uint32_t groups, uint32_t prefix, uint32_t suffix,
                       uint32_t output, int64_t gap_ns, uint64_t seed = 7) {
