@@ -54,7 +54,8 @@ constexpr NameEntry<SharingKind> kSharingKinds[] = {{"groups", SharingKind::kGro
                                                     {"two-prefixes", SharingKind::kTwoPrefixes},
                                                     {"none", SharingKind::kNone}};
 constexpr NameEntry<GroupSizes> kGroupSizes[] = {{"equal", GroupSizes::kEqual},
-                                                 {"zipf", GroupSizes::kZipf}};
+                                                 {"zipf", GroupSizes::kZipf},
+                                                 {"exact", GroupSizes::kExact}};
 constexpr NameEntry<StateBins> kStateBins[] = {{"authors", StateBins::kAuthors},
                                                {"exponential", StateBins::kExponential},
                                                {"cascade", StateBins::kCascade}};

@@ -8,6 +8,8 @@
 #include "sim/workload/workload.h"
 
 #include <algorithm>
+#include <utility>
+#include <vector>
 #include <cmath>
 #include <cstdio>
 #include <limits>
@@ -142,7 +144,8 @@ void ValidateSynthetic(const WorkloadSpec& spec) {
         Invalid("sharing.zipf_exponent must be a finite number >= 0 (got " + Num(s.zipf_exponent) +
                 ")");
       }
-      if (s.group_sizes != GroupSizes::kEqual && s.group_sizes != GroupSizes::kZipf) {
+      if (s.group_sizes != GroupSizes::kEqual && s.group_sizes != GroupSizes::kZipf &&
+          s.group_sizes != GroupSizes::kExact) {
         Invalid("sharing.group_sizes is not a known kind");
       }
       break;
@@ -294,6 +297,13 @@ PromptPlan PlanPrompts(const WorkloadSpec& spec, uint64_t seed) {
       zipf_cdf[g] = sum;
     }
   }
+  // kExact: request i of a shuffled round-robin (Fisher-Yates on the same pick stream).
+  std::vector<uint32_t> exact_group;
+  if (s.kind == SharingKind::kGroups && s.group_sizes == GroupSizes::kExact) {
+    exact_group.resize(n);
+    for (uint64_t i = 0; i < n; ++i) exact_group[i] = static_cast<uint32_t>(i % s.groups);
+    for (uint64_t i = n; i > 1; --i) std::swap(exact_group[i - 1], exact_group[pick.Uniform(i)]);
+  }
   uint64_t shared_tokens = 0;
   for (uint64_t i = 0; i < n; ++i) {
     const uint32_t len = lengths.Draw(length_rng);
@@ -301,7 +311,9 @@ PromptPlan PlanPrompts(const WorkloadSpec& spec, uint64_t seed) {
     uint32_t group = 0;
     switch (s.kind) {
       case SharingKind::kGroups:
-        if (zipf_cdf.empty()) {
+        if (!exact_group.empty()) {
+          group = exact_group[i];
+        } else if (zipf_cdf.empty()) {
           group = static_cast<uint32_t>(pick.Uniform(s.groups));
         } else {
           const double u = pick.NextDouble() * zipf_cdf.back();

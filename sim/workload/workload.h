@@ -55,7 +55,11 @@ enum class SharingKind : uint8_t {
   kNone,         // every prompt unique
 };
 
-enum class GroupSizes : uint8_t { kEqual, kZipf };
+// How requests are spread over the groups: kEqual draws each request's group uniformly (sizes
+// vary, ~±sqrt(n/groups)); kExact gives every group n/groups requests (the first n % groups one
+// more), in a random arrival order, as the paper's Exps 3 and 6 ("same number of requests",
+// "8 prefix groups with 100 requests each"); kZipf draws by popularity 1/rank^exponent.
+enum class GroupSizes : uint8_t { kEqual, kZipf, kExact };
 
 struct SharingSpec {
   SharingKind kind = SharingKind::kGroups;

@@ -166,6 +166,27 @@ TEST(WorkloadTest, ZipfGroupSizesAreSkewed) {
   }
 }
 
+TEST(WorkloadTest, ExactGroupSizesGiveEveryGroupItsShareInRandomOrder) {
+  for (const uint64_t seed : {1, 2, 3}) {
+    WorkloadSpec spec;
+    spec.requests = 803;  // 8 groups: three of 101, five of 100
+    spec.sharing.groups = 8;
+    spec.sharing.prefix_tokens = 2;
+    spec.sharing.group_sizes = GroupSizes::kExact;
+    spec.prompt_tokens = Fixed(1);
+    const Workload w = GenerateWorkload(spec, seed);
+    std::vector<int> count(8, 0);
+    size_t round_robin = 0;  // requests whose group is the one a plain i % 8 would give
+    for (size_t i = 0; i < w.prompts.group.size(); ++i) {
+      ++count[w.prompts.group[i]];
+      round_robin += w.prompts.group[i] == i % 8 ? 1 : 0;
+    }
+    for (int g = 0; g < 8; ++g) EXPECT_EQ(count[g], g < 3 ? 101 : 100) << g;
+    EXPECT_LT(round_robin, 200u);  // shuffled: ~1/8 of 803 by chance
+    EXPECT_EQ(GenerateWorkload(spec, seed).prompts.group, w.prompts.group);  // same seed, same
+  }
+}
+
 TEST(WorkloadTest, RadixCommonPrefixIsTheCommonTreePath) {
   WorkloadSpec spec;
   spec.requests = 250;
