@@ -17,7 +17,8 @@
 #
 # Needs Python 3 with PyYAML; figures need matplotlib, the time-series claims h5py (Debian's
 # python3-yaml, python3-matplotlib, python3-h5py; the project venv has PyYAML and h5py).
-# About 10 minutes on 2 cores (results/paper-claims/provenance.json: wall_s).
+# Under a minute on 2 cores since LPM and DFS-weight run under serving.engine sglang (about 10
+# minutes before, when they re-ranked the queue every vLLM round); provenance.json: wall_s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 python=${FEATHER_CLAIMS_PYTHON:-}
