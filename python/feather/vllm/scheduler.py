@@ -95,6 +95,7 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import feather
+from feather.vllm.conformance import common_prefix_blocks
 from vllm.v1.core.sched.request_queue import FCFSRequestQueue, RequestQueue
 from vllm.v1.core.sched.scheduler import Scheduler
 from vllm.v1.request import Request
@@ -440,18 +441,6 @@ class FeatherScheduler(Scheduler):
     def _chain(request: Request) -> list[int]:
         return [block_key(h) for h in request.block_hashes]
 
-    def _common_prefix_blocks(self) -> int:
-        """vLLM's num_common_prefix_blocks rule (from when it had cascade attention): leading
-        blocks of the first running request that every running request holds."""
-        manager = self.kv_cache_manager.coordinator.single_type_managers[0]
-        blocks = manager.req_to_blocks.get(self.running[0].request_id, [])
-        count = 0
-        for b in blocks:
-            if b.ref_cnt != len(self.running):
-                break
-            count += 1
-        return count
-
     def _shape_begin_round(self) -> None:
         """The tracker follows vLLM's running list: finished and preempted requests leave,
         requests admitted outside the gate's view enter; then the round starts."""
@@ -468,7 +457,7 @@ class FeatherScheduler(Scheduler):
             for sid, request in zip(running, self.running):
                 if sid not in shape:
                     shape.enter(sid, self._chain(request))
-        common = self._common_prefix_blocks() * self.block_size if self.running else 0
+        common = common_prefix_blocks(self) * self.block_size
         shape.begin_round([r.num_tokens for r in self.running], common)
         self._shape_seen = len(self.running)
 
