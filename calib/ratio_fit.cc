@@ -147,6 +147,11 @@ RatioFit FitRatioRows(const DeviceProfile& base, std::span<const RatioRow> rows,
     set(x);
     residuals_of(profile, out);
   };
+  auto cost_of = [&](const Eigen::VectorXd& x) {
+    set(x);
+    residuals_of(profile, r);
+    return r.squaredNorm();
+  };
   Eigen::VectorXd best_x;
   double best_cost = std::numeric_limits<double>::infinity();
   for (size_t k = 0; k < starts; ++k) {
@@ -155,10 +160,9 @@ RatioFit FitRatioRows(const DeviceProfile& base, std::span<const RatioRow> rows,
       x0(static_cast<Eigen::Index>(j)) = to_x(j, grid[k].second[j]);
     }
     const LeastSquaresResult result = MinimizeLeastSquares(residuals, n, x0);
-    set(result.x);
-    residuals_of(profile, r);
-    if (r.squaredNorm() < best_cost) {
-      best_cost = r.squaredNorm();
+    const double cost = cost_of(result.x);
+    if (cost < best_cost) {
+      best_cost = cost;
       best_x = result.x;
     }
   }
@@ -167,11 +171,6 @@ RatioFit FitRatioRows(const DeviceProfile& base, std::span<const RatioRow> rows,
   {
     Eigen::VectorXd x = best_x;
     double step = 0.5;
-    auto cost_at = [&](const Eigen::VectorXd& y) {
-      set(y);
-      residuals_of(profile, r);
-      return r.squaredNorm();
-    };
     int evaluations = 0;
     while (step > 1e-3 && evaluations < kPolishEvaluations) {
       bool moved = false;
@@ -180,7 +179,7 @@ RatioFit FitRatioRows(const DeviceProfile& base, std::span<const RatioRow> rows,
           Eigen::VectorXd y = x;
           // The hit rate lives on [0, 1]: its steps are a tenth of the log-space ones.
           y(j) += sign * step * (IsLinear(infos[static_cast<size_t>(j)]->name) ? 0.1 : 1.0);
-          const double c = cost_at(y);
+          const double c = cost_of(y);
           ++evaluations;
           if (c < best_cost - 1e-12) {
             best_cost = c;

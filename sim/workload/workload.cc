@@ -8,13 +8,13 @@
 #include "sim/workload/workload.h"
 
 #include <algorithm>
-#include <utility>
-#include <vector>
 #include <cmath>
 #include <cstdio>
 #include <limits>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "base/flat_hash_map.h"
 #include "policies/selector.h"
