@@ -84,15 +84,26 @@ uint32_t BatchShape::Fill(StopContext& context, RequestId id, uint32_t sequence_
   context.candidate_tokens = sequence_tokens;
   context.candidate_cached_tokens = cached_tokens;
   context.candidate_common_prefix_tokens = after;
+  context.kv_block_tokens = block_tokens_;
   const ChainView chain = source.ChainOf(id);
   for (size_t d = 0; d < kDepths; ++d) {
     PrefixHash key = 0;
     const bool has_key = GroupKey(chain, d, key);
     const Group& g = groups_[d];
     context.largest_groups[d] = {g.requests, g.prefix_tokens,
-                                 g.requests > 0 && has_key && key == g.key};
+                                 g.requests > 0 && has_key && key == g.key, 0};
+  }
+  if (groups_[0].requests > 0) {
+    if (const uint32_t* w = waiting_.Find(groups_[0].key)) context.largest_groups[0].waiting = *w;
   }
   return after;
+}
+
+void BatchShape::Waiting(ChainView chain, int delta) {
+  PrefixHash key = 0;
+  if (!GroupKey(chain, 0, key)) return;
+  uint32_t& count = *waiting_.Insert(key, 0).first;
+  count = delta > 0 ? count + 1 : (count > 0 ? count - 1 : 0);
 }
 
 // BatchShapeTracker.

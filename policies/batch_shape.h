@@ -12,6 +12,7 @@
 //     first request held by every running request); after each admission it shrinks to what the
 //     admitted request shares with the first one, up to its prefix-cache hit (the blocks it holds
 //     physically in common with the batch);
+//   - kv_block_tokens, the block size;
 //   - for the candidate: its sequence tokens, its prefix-cache hit, and the common prefix the
 //     batch would keep with it admitted (as above);
 //   - the largest prefix group at each depth of StopContext::kPrefixGroupDepths: requests are
@@ -20,6 +21,9 @@
 //     the largest, the leading blocks of its newest member that at least `count` batch requests
 //     hold (Source::HeldPrefixBlocks); each later member shrinks it to what that member's chain
 //     shares with the group's. candidate_in: the candidate's key at that depth is the group's.
+//     At the first depth also `waiting`: requests waiting with the group's key, counted across
+//     rounds from the caller's Waiting(+1/-1) calls (arrival, preemption / admission, cancel);
+//     0 for a caller that does not make them (the vLLM plugin today).
 //
 // Requests are read through a block-hash chain (hash i covers blocks [0, i]; equal hashes name
 // equal prefixes) and a Source that says which leading blocks are physically shared.
@@ -100,6 +104,10 @@ class BatchShape {
   [[nodiscard]] uint32_t block_tokens() const { return block_tokens_; }
   [[nodiscard]] uint64_t kv_tokens() const { return kv_tokens_; }
 
+  // Waiting requests by group key at the first depth, kept across rounds (Clear keeps them): a
+  // request starts waiting (+1: arrival, preemption) or stops (-1: admission, cancellation).
+  void Waiting(ChainView chain, int delta);
+
  private:
   static constexpr uint32_t kNoPrefix = 0xffffffffu;
   struct Group {
@@ -119,6 +127,7 @@ class BatchShape {
   RequestId front_ = kNoRequest;        // the batch's first request
   std::array<Group, kDepths> groups_{};
   std::array<FlatHashMap<PrefixHash, uint32_t>, kDepths> counts_;
+  FlatHashMap<PrefixHash, uint32_t> waiting_;  // first depth's key -> waiting requests
 };
 
 // BatchShape over chains it owns (see the file comment for where it differs from the simulator).
@@ -148,6 +157,11 @@ class BatchShapeTracker final : private BatchShape::Source {
                 uint32_t sequence_tokens, uint32_t cached_tokens, uint64_t used_blocks);
   // The candidate last filled was admitted: it enters, and the round's shape takes it.
   void Admit(RequestId id, std::span<const PrefixHash> chain, uint32_t sequence_tokens);
+
+  // A request with `chain` starts (+1) or stops (-1) waiting: BatchShape::Waiting.
+  void Waiting(std::span<const PrefixHash> chain, int delta) {
+    shape_.Waiting(ChainView(chain), delta);
+  }
 
   [[nodiscard]] const BatchShape& shape() const { return shape_; }
 

@@ -1,18 +1,63 @@
-// converge_policy.cc: see converge_policy.h for the two rules.
+// converge_policy.cc: see converge_policy.h for the rules and the gate.
 #include "policies/converge_policy.h"
+
+#include <algorithm>
+#include <optional>
 
 namespace feather {
 
-StopDecision ConvergePolicy::Decide(const StopContext& c) {
-  if (c.batch_size == 0 || c.waiting < kMinBacklogRequests) return StopDecision::kAdd;
-  static_assert(StopContext::kPrefixGroupDepths[0] == kCascadeMinPrefixTokens);
-  if (c.batch_common_prefix_tokens >= kCascadeMinPrefixTokens) {
-    return c.candidate_common_prefix_tokens >= kCascadeMinPrefixTokens ? StopDecision::kAdd
-                                                                       : StopDecision::kStop;
+uint32_t ConvergePolicy::MixedBatchRequests(const StopContext& c) {
+  const uint64_t n = c.batch_size;
+  uint64_t limit = n + c.waiting;  // the candidate is among the waiting
+  if (c.max_batch_requests > 0) limit = std::min<uint64_t>(limit, c.max_batch_requests);
+  if (c.kv_total_blocks > 0 && c.kv_block_tokens > 0 && n > 0) {
+    // Free KV over what one more request takes: the batch's distinct tokens per request (its
+    // own tokens and its share of its group's prefix) and a block to decode into.
+    const uint64_t free_tokens =
+        (c.kv_total_blocks - std::min(c.kv_total_blocks, c.kv_used_blocks)) * c.kv_block_tokens;
+    limit = std::min(limit, n + free_tokens / (c.batch_unique_kv_tokens / n + c.kv_block_tokens));
   }
+  return static_cast<uint32_t>(std::max<uint64_t>(limit, n + 1));
+}
+
+bool ConvergePolicy::MixedBatchIsFaster(const StopContext& c, double kept_rate) {
+  const uint32_t n = c.batch_size;
+  const uint32_t big = MixedBatchRequests(c);
+  const uint64_t added = big - n;
+  // The added requests are taken to hold distinct tokens as the batch's do on average (their
+  // own and their share of a group prefix), plus the candidate's uncached tokens once.
+  const uint64_t own = c.candidate_tokens - std::min(c.candidate_tokens, c.candidate_cached_tokens);
+  const std::optional<double> t = model_.PredictDecodeMs(
+      big, c.batch_kv_tokens + added * c.candidate_tokens,
+      c.batch_unique_kv_tokens + added * (c.batch_unique_kv_tokens / n) + own,
+      /*common_prefix_tokens=*/0);
+  if (!t || !(*t > 0)) return false;
+  return static_cast<double>(big) / *t > kept_rate;
+}
+
+StopDecision ConvergePolicy::Decide(const StopContext& c) {
+  const uint32_t n = c.batch_size;
+  if (n == 0 || c.waiting < kMinBacklogRequests) return StopDecision::kAdd;
+  static_assert(StopContext::kPrefixGroupDepths[0] == kCascadeMinPrefixTokens);
   const StopContext::PrefixGroup& g = c.largest_groups[0];
-  if (!g.candidate_in && g.requests >= kCascadeMinRequests) return StopDecision::kStop;
-  return StopDecision::kAdd;
+  const bool homogeneous = c.batch_common_prefix_tokens >= kCascadeMinPrefixTokens;
+  if (homogeneous && c.candidate_common_prefix_tokens >= kCascadeMinPrefixTokens) {
+    return StopDecision::kAdd;
+  }
+  if (!homogeneous && (g.candidate_in || g.requests < kCascadeMinRequests)) return StopDecision::kAdd;
+  // Rule 2 (a homogeneous batch) or 3 (a mixed one, converging to G): the batch kept to its
+  // group, refilled from the group's waiting requests, decoding with cascade, against the mixed
+  // batch that admitting leads to.
+  const uint32_t m = homogeneous ? n : g.requests;
+  const uint32_t prefix = homogeneous ? c.batch_common_prefix_tokens : g.prefix_tokens;
+  const uint32_t kept = std::max(m, std::min(MixedBatchRequests(c), m + g.waiting));
+  const double avg = static_cast<double>(c.batch_kv_tokens) / n;
+  const double unique = prefix + std::max(0.0, avg - prefix) * kept;
+  const std::optional<double> t = model_.PredictDecodeMs(
+      kept, static_cast<uint64_t>(avg * kept), static_cast<uint64_t>(unique), prefix);
+  if (!gated_) return StopDecision::kStop;
+  if (t && *t > 0 && MixedBatchIsFaster(c, kept / *t)) return StopDecision::kAdd;
+  return StopDecision::kStop;
 }
 
 }  // namespace feather

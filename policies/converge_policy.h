@@ -14,44 +14,84 @@
 // Decide(), with W = requests waiting (the candidate included), the batch = running + admitted
 // this round, G = the batch's largest group of requests sharing their first
 // kCascadeMinPrefixTokens tokens (StopContext::largest_groups[0]):
-//   1. empty batch                                           → Add
+//   1. empty batch, or W < kMinBacklogRequests                → Add
 //   2. guard: the batch shares a cascade-worthy prefix (≥ kCascadeMinPrefixTokens leading tokens
-//      common to all its requests), the candidate would end it, and W ≥ kMinBacklogRequests
-//                                                            → Stop (the batch drains, then the
-//      next group starts a batch of its own: the CHT proposes a new group's peers first)
+//      common to all its requests) and the candidate would end it → Stop, unless the gate opens
+//      (the batch drains, then the next group starts a batch of its own: the CHT proposes a new
+//      group's peers first)
 //   3. converge: the batch is mixed, the candidate is outside G, G holds at least
-//      kCascadeMinRequests requests, and W ≥ kMinBacklogRequests
-//                                                            → Stop (slots go to G's peers only,
-//      so the batch converges to G and qualifies for cascade once the others finish)
+//      kCascadeMinRequests requests                         → Stop, unless the gate opens (slots
+//      go to G's peers only, so the batch converges to G and qualifies for cascade once the
+//      others finish)
 //   4. otherwise                                             → Add
 // A Stop ends the round (stop_policy.h): rule 3 can only hold back, not pick G's peers, and the
 // CHT proposes by fewest missing chunks, so convergence takes as many steps as the other groups'
 // requests take to finish. kMinBacklogRequests (64) is an assumed constant, the same for every
 // scenario (not tuned per scenario): below it the server keeps up with arrivals and a Stop only
-// delays. Measured in results/policy-suite/ (the README there gives the figures).
+// delays.
 //
-// Frozen or learning makes no difference (nothing is learned). Needs the batch shape
-// (WantsBatchShape). Complexity: Decide O(1), allocation-free.
+// The gate (`converge`; `converge-shape` has none and always stops in 2 and 3). Holding a group
+// together pays only if the group can fill a batch: with 50-100 prefix groups of a few dozen
+// requests each, a homogeneous batch holds a few dozen requests, and the mixed batch of hundreds
+// that admitting leads to decodes faster even without cascade (its repeated prefix reads hit the
+// GPU's L2; results/policy-suite/2026-11-24-refit: converge-shape 0.47x the oracle at 100
+// groups). So rules 2 and 3 compare two decode steps, priced by the online fit that mpc uses
+// (mpc_policy.h: t ≈ c0 + c1·n + c2·U + c3·(T − U), fitted from the steps executed, no training):
+//   kept:  G's requests plus G's waiting peers (PrefixGroup::waiting), up to the mixed batch's
+//          size, at the batch's mean sequence length, cascade over G's prefix;
+//   mixed: the batch plus the waiting, up to max_batch_requests and to what the free KV holds of
+//          requests like the batch's (MixedBatchRequests), no cascade; each added request reads
+//          the candidate's sequence length and holds the batch's distinct tokens per request.
+// The gate opens (Add) when the mixed step is predicted to decode more requests per ms. Before
+// the fit decides (MpcConfig::min_steps steps), or where the caller does not report the step's
+// shape in StepFeedback (the vLLM plugin today), the gate stays shut: `converge` then decides as
+// `converge-shape`. The fit never forgets (forgetting 1): the hardware does not change within a
+// run, and a policy that holds batches homogeneous stops seeing the mixed steps that pin c3.
+//
+// Frozen or learning makes no difference to the rules; the fit is refreshed either way (it is
+// a model of the engine, not a learned preference). Needs the batch shape (WantsBatchShape).
+// Complexity: Decide O(1) (two 4-term predictions; the fit is solved at most once per round,
+// mpc_policy.h), allocation-free.
 #pragma once
 
 #include <cstdint>
 #include <string_view>
 
 #include "base/cascade_rule.h"
+#include "policies/mpc_policy.h"
 #include "policies/stop_policy.h"
 
 namespace feather {
 
 class ConvergePolicy final : public StopPolicy {
  public:
+  explicit ConvergePolicy(bool gated = true) : gated_(gated) {}
+
   // Requests waiting below which neither rule holds a candidate back (assumed).
   static constexpr uint32_t kMinBacklogRequests = 64;
 
-  [[nodiscard]] std::string_view Name() const override { return "converge"; }
+  [[nodiscard]] std::string_view Name() const override {
+    return gated_ ? "converge" : "converge-shape";
+  }
+  [[nodiscard]] bool gated() const { return gated_; }
   void BeginRound() override {}
   [[nodiscard]] StopDecision Decide(const StopContext& context) override;
   [[nodiscard]] bool WantsBatchShape() const override { return true; }
-  void OnStepExecuted(const StepFeedback& /*feedback*/) override {}
+  void OnStepExecuted(const StepFeedback& feedback) override {
+    if (gated_) model_.OnStepExecuted(feedback);
+  }
+
+  // The batch that admitting would lead to: the running requests plus the waiting, up to
+  // max_batch_requests and to what the free KV holds of requests like the candidate.
+  [[nodiscard]] static uint32_t MixedBatchRequests(const StopContext& context);
+
+ private:
+  // Whether that batch, without cascade, is predicted to decode faster than `kept_rate`
+  // (requests per ms); false before the fit decides.
+  [[nodiscard]] bool MixedBatchIsFaster(const StopContext& context, double kept_rate);
+
+  bool gated_;
+  MpcPolicy model_{MpcConfig{.forgetting = 1.0}};  // only its online decode-step fit is used
 };
 
 }  // namespace feather

@@ -165,6 +165,9 @@ StopDecision MpcPolicy::Decide(const StopContext& c) {
 
 void MpcPolicy::OnStepExecuted(const StepFeedback& f) {
   if (!learning() || f.decode_requests == 0) return;
+  // A decode reads at least its own token: no KV reads means the caller did not report the
+  // step's shape (the vLLM plugin today), and the step cannot be fitted.
+  if (f.decode_kv_tokens == 0) return;
   // The decode part's time: priced apart by the engine, or the whole step when it prefilled
   // nothing; a mixed step an engine cannot split teaches nothing.
   int64_t ns = f.decode_ns;

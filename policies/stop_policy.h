@@ -41,6 +41,9 @@ struct StopContext {
   uint64_t kv_used_blocks = 0;
   uint64_t kv_total_blocks = 0;
   uint32_t candidate_blocks = 0;
+  // The serving limit on running requests (vLLM's max_num_seqs); 0 = not told. With the pool's
+  // size it bounds the batch a policy can expect to form if it keeps admitting (converge).
+  uint32_t max_batch_requests = 0;
   // The batch's decode shape and the candidate's effect on it, for policies that predict step
   // time (mpc; filled only when WantsBatchShape()). The batch = running + admitted this round.
   uint64_t batch_kv_tokens = 0;             // Σ sequence tokens: KV a decode step would read
@@ -49,6 +52,7 @@ struct StopContext {
   uint32_t candidate_tokens = 0;            // the candidate's sequence length
   uint32_t candidate_cached_tokens = 0;     // its prefix-cache hit
   uint32_t candidate_common_prefix_tokens = 0;  // what the batch would share with it admitted
+  uint32_t kv_block_tokens = 0;                 // tokens per KV block (kv_*_blocks' unit)
   // The batch's largest prefix group at each depth of kPrefixGroupDepths (requests sharing their
   // first 256, 512, ... 16K tokens): how many requests, the leading tokens all of them share, and
   // whether the candidate belongs to it. What the batch would decode like if it kept only that
@@ -57,6 +61,7 @@ struct StopContext {
     uint32_t requests = 0;
     uint32_t prefix_tokens = 0;
     bool candidate_in = false;
+    uint32_t waiting = 0;  // waiting requests with the group's key (depth 256 only; 0 = not told)
   };
   static constexpr std::array<uint32_t, 7> kPrefixGroupDepths = {256,  512,  1024, 2048,
                                                                   4096, 8192, 16384};

@@ -15,9 +15,10 @@
 namespace feather {
 namespace {
 
-constexpr std::array<std::string_view, 9> kNames = {
+constexpr std::array<std::string_view, 10> kNames = {
     "always",           "heuristic",      "bandit",         "qlearning", "dynamic-batching",
-    "bandit-authors",   "bandit-delayed", "mpc",            "converge"};
+    "bandit-authors",   "bandit-delayed", "mpc",            "converge",
+    "converge-shape"};
 
 }  // namespace
 
@@ -63,7 +64,8 @@ std::unique_ptr<StopPolicy> MakeStopPolicy(std::string_view name,
     return std::make_unique<DynamicBatchingPolicy>(options.dynamic_batching);
   }
   if (name == "mpc") return std::make_unique<MpcPolicy>(options.mpc);
-  if (name == "converge") return std::make_unique<ConvergePolicy>();
+  if (name == "converge") return std::make_unique<ConvergePolicy>(/*gated=*/true);
+  if (name == "converge-shape") return std::make_unique<ConvergePolicy>(/*gated=*/false);
   std::string valid;
   for (std::string_view n : kNames) valid += (valid.empty() ? "" : ", ") + std::string(n);
   throw std::invalid_argument("unknown stop policy '" + std::string(name) + "' (valid: " + valid +

@@ -142,14 +142,14 @@ void BindStopPolicies(nb::module_& m) {
           "__init__",
           [](StopContext* self, uint32_t batch_size, uint32_t admitted_this_round,
              std::optional<PrefixSignal> signal, uint32_t waiting, uint64_t kv_used_blocks,
-             uint64_t kv_total_blocks, uint32_t candidate_blocks) {
+             uint64_t kv_total_blocks, uint32_t candidate_blocks, uint32_t max_batch_requests) {
             new (self) StopContext{batch_size,     admitted_this_round, signal,
                                    waiting,        kv_used_blocks,      kv_total_blocks,
-                                   candidate_blocks};
+                                   candidate_blocks, max_batch_requests};
           },
           nb::kw_only(), "batch_size"_a = 0, "admitted_this_round"_a = 0, "signal"_a = nb::none(),
           "waiting"_a = 0, "kv_used_blocks"_a = 0, "kv_total_blocks"_a = 0,
-          "candidate_blocks"_a = 0, "A context; every field defaults to 0 (signal to None).")
+          "candidate_blocks"_a = 0, "max_batch_requests"_a = 0, "A context; every field defaults to 0 (signal to None).")
       .def_rw("batch_size", &StopContext::batch_size,
               "b: requests already in the batch (running + admitted).")
       .def_rw("admitted_this_round", &StopContext::admitted_this_round,
@@ -161,6 +161,8 @@ void BindStopPolicies(nb::module_& m) {
       .def_rw("kv_total_blocks", &StopContext::kv_total_blocks, "KV blocks in the pool.")
       .def_rw("candidate_blocks", &StopContext::candidate_blocks,
               "KV blocks the candidate's prompt would need (cache hits not subtracted).")
+      .def_rw("max_batch_requests", &StopContext::max_batch_requests,
+              "The serving limit on running requests (max_num_seqs); 0 = not told.")
       // The batch shape (filled by feather.BatchShapeTracker.fill for policies whose
       // wants_batch_shape() is True).
       .def_rw("batch_kv_tokens", &StopContext::batch_kv_tokens,
@@ -175,6 +177,7 @@ void BindStopPolicies(nb::module_& m) {
               "The candidate's prefix-cache hit.")
       .def_rw("candidate_common_prefix_tokens", &StopContext::candidate_common_prefix_tokens,
               "What the batch would share with the candidate admitted.")
+      .def_rw("kv_block_tokens", &StopContext::kv_block_tokens, "Tokens per KV block.")
       .def_prop_ro(
           "largest_groups",
           [](const StopContext& c) {

@@ -314,9 +314,11 @@ void ExpectTimeLines(const RunResult& run, const nlohmann::json& summary) {
 // The text summary: output and input rates, the cache hit rate, times in ms below 10 s and in
 // s above, and the overload line only for an overloaded run.
 TEST_F(RunCommandTest, TextSummaryNamesRatesTimeUnitsAndOverload) {
-  // 1,000 req/s is far beyond what the profile serves (~30 req/s): the queue grows.
-  const RunResult over = RunFeather(
-      SmallWith({"run", "--out", (dir_ / "over").string()}, {"workload.arrival.rate=1000"}));
+  // 1,000 req/s is far beyond what the profile serves (~30 req/s): the queue grows (1,000
+  // requests, so that the last ones wait well over 10 s whatever the stop policy).
+  const RunResult over =
+      RunFeather(SmallWith({"run", "--out", (dir_ / "over").string()},
+                           {"workload.arrival.rate=1000", "workload.requests=1000"}));
   ASSERT_EQ(over.exit_code, 0) << over.err;
   const auto summary = SummaryOf(dir_ / "over");
   EXPECT_THAT(over.out, HasSubstr("output tok/s"));
@@ -326,7 +328,7 @@ TEST_F(RunCommandTest, TextSummaryNamesRatesTimeUnitsAndOverload) {
   EXPECT_GT(summary["p99_ttft_ms"].get<double>(), 10'000.0);  // printed in s
   EXPECT_LT(summary["mean_tbt_ms"].get<double>(), 10'000.0);  // printed in ms
   EXPECT_THAT(over.out, ::testing::ContainsRegex(
-                            R"(overloaded +yes: arrivals outpaced service; [0-9]+ of 300 )"
+                            R"(overloaded +yes: arrivals outpaced service; [0-9]+ of 1000 )"
                             R"(requests still waited for admission when the last one arrived)"));
 
   // 2 requests/s of short prompts: served as they come.

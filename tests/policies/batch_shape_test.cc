@@ -276,6 +276,25 @@ TEST(BatchShapeTrackerTest, TwoGroupsByHand) {
   EXPECT_EQ(c.candidate_common_prefix_tokens, 320u);
   EXPECT_TRUE(c.largest_groups[0].candidate_in);
   EXPECT_EQ(c.largest_groups[0].prefix_tokens, 320u);
+  EXPECT_EQ(c.largest_groups[0].waiting, 0u);  // nobody told it of waiting requests
+  // Waiting requests are counted by their first-depth key across rounds: two of B wait, one
+  // of A; one of B is admitted; a chain shorter than the depth has no key.
+  tracker.Waiting(chain(2, 20, 6), +1);
+  tracker.Waiting(chain(2, 20, 7), +1);
+  tracker.Waiting(chain(1, 32, 8), +1);
+  tracker.Waiting(chain(2, 20, 6), -1);
+  std::vector<PrefixHash> short_chain = chain(2, 20, 9);
+  short_chain.resize(8);  // 128 tokens: below the first depth
+  tracker.Waiting(short_chain, +1);
+  tracker.BeginRound(std::vector<uint32_t>{400, 400});
+  tracker.Fill(c, 5, cand, 400, 320, 99);
+  EXPECT_EQ(c.largest_groups[0].waiting, 1u);
+  EXPECT_EQ(c.largest_groups[1].waiting, 0u);  // counted at the first depth only
+  // Never below zero.
+  tracker.Waiting(chain(2, 20, 7), -1);
+  tracker.Waiting(chain(2, 20, 7), -1);
+  tracker.Fill(c, 5, cand, 400, 320, 99);
+  EXPECT_EQ(c.largest_groups[0].waiting, 0u);
 }
 
 }  // namespace

@@ -631,7 +631,9 @@ StopContext ShapeContext(uint32_t b, uint32_t waiting, uint32_t batch_prefix,
 }
 
 TEST(ConvergePolicy, GuardsACascadeBatchUnderBacklog) {
-  ConvergePolicy policy;
+  // Before the fit decides, the gate is shut: both variants stop by the shape rules alone.
+  for (const bool gated : {true, false}) {
+  ConvergePolicy policy(gated);
   EXPECT_TRUE(policy.WantsBatchShape());
   const uint32_t w = ConvergePolicy::kMinBacklogRequests;
   // A batch of one 5K-token group: a peer keeps the prefix, another group's request ends it.
@@ -645,6 +647,7 @@ TEST(ConvergePolicy, GuardsACascadeBatchUnderBacklog) {
             kAdd);
   // Empty batch.
   EXPECT_EQ(policy.Decide(ShapeContext(0, w, 0, 0, {})), kAdd);
+  }
 }
 
 TEST(ConvergePolicy, AMixedBatchConvergesToItsLargestGroup) {
@@ -659,6 +662,89 @@ TEST(ConvergePolicy, AMixedBatchConvergesToItsLargestGroup) {
   // Nothing learned: frozen decides the same.
   policy.set_learning(false);
   EXPECT_EQ(policy.Decide(ShapeContext(100, w, 0, 0, {m, 1000, false})), kStop);
+}
+
+// The gate, on a fit trained on an exact law t = 10 + 0.1·n + 1e-4·U + 2e-5·(T − U) ms: a
+// homogeneous batch of n = 40 requests of 5,250 tokens over a 5,000-token prefix.
+class GatedConverge : public ::testing::Test {
+ protected:
+  static constexpr double kPrefix = 5000, kLength = 5250;
+  static double LawMs(double n, double reads, double unique) {
+    return 10 + 0.1 * n + 1e-4 * unique + 2e-5 * (reads - unique);
+  }
+  void SetUp() override {
+    // Mixed steps (no cascade) and cascade steps of varied shape pin all four terms.
+    for (uint32_t i = 0; i < 64; ++i) {
+      StepFeedback f;
+      f.decode_requests = 20 + 7 * (i % 60);
+      const double groups = 1 + i % 5;
+      f.decode_kv_tokens = static_cast<uint64_t>(f.decode_requests * (kLength + 10 * (i % 7)));
+      f.decode_kv_unique_tokens =
+          static_cast<uint64_t>(groups * kPrefix + f.decode_requests * (kLength - kPrefix));
+      f.cascade_used = (i % 3 == 0);
+      f.common_prefix_tokens = f.cascade_used ? static_cast<uint32_t>(kPrefix) : 0;
+      double reads = static_cast<double>(f.decode_kv_tokens);
+      if (f.cascade_used) reads -= (f.decode_requests - 1) * kPrefix;
+      f.decode_ns = static_cast<int64_t>(
+          LawMs(f.decode_requests, reads,
+                std::min<double>(reads, static_cast<double>(f.decode_kv_unique_tokens))) *
+          1e6);
+      f.batch_size = f.decode_requests;
+      policy_.OnStepExecuted(f);
+    }
+  }
+  // The candidate from another group would end the batch's cascade; `peers` of the batch's
+  // group wait, `waiting` in all.
+  static StopContext Homogeneous(uint32_t n, uint32_t peers, uint32_t waiting) {
+    StopContext c = ShapeContext(n, waiting, 5000, 0, {n, 5000, false, peers});
+    c.batch_kv_tokens = static_cast<uint64_t>(n * kLength);
+    c.batch_unique_kv_tokens = static_cast<uint64_t>(kPrefix + n * (kLength - kPrefix));
+    c.candidate_tokens = static_cast<uint32_t>(kLength);
+    c.candidate_cached_tokens = static_cast<uint32_t>(kPrefix);
+    c.max_batch_requests = 500;
+    return c;
+  }
+  ConvergePolicy policy_;
+};
+
+TEST_F(GatedConverge, OpensForASmallGroupAndHoldsAGroupThatCanFillTheBatch) {
+  // 40 requests with cascade: 40 / (10 + 4 + 1e-4·15,000 + 0) ≈ 2.6 per ms; the mixed batch of
+  // 500 without cascade: 500 / (10 + 50 + 1e-4·(15,000 + 460·375 + 250) + 2e-5·(…)) ≈ 4.8 per ms.
+  EXPECT_EQ(policy_.Decide(Homogeneous(40, 0, 1000)), kAdd);
+  // With 460 of the group's peers waiting, the kept batch refills to 500 with cascade: faster.
+  EXPECT_EQ(policy_.Decide(Homogeneous(40, 460, 1000)), kStop);
+  // The shape-only variant stops in both, and so does the gate without a backlog bar passed.
+  ConvergePolicy shape(/*gated=*/false);
+  EXPECT_EQ(shape.Decide(Homogeneous(40, 0, 1000)), kStop);
+  EXPECT_EQ(policy_.Decide(Homogeneous(40, 0, ConvergePolicy::kMinBacklogRequests - 1)), kAdd);
+}
+
+TEST_F(GatedConverge, TheMixedBatchIsBoundedByTheLimitAndTheFreeKv) {
+  StopContext c = Homogeneous(40, 0, 1000);
+  EXPECT_EQ(ConvergePolicy::MixedBatchRequests(c), 500u);  // max_batch_requests
+  c.max_batch_requests = 0;
+  EXPECT_EQ(ConvergePolicy::MixedBatchRequests(c), 1040u);  // the batch plus the waiting
+  // 40 × 16-token blocks free hold 640 tokens; a request like the batch's takes
+  // unique/n = (5,000 + 40·250) / 40 = 375 tokens plus a block.
+  c.kv_block_tokens = 16;
+  c.kv_total_blocks = 1000;
+  c.kv_used_blocks = 960;
+  EXPECT_EQ(ConvergePolicy::MixedBatchRequests(c), 41u);
+  // With no room at all, the candidate still counts.
+  c.kv_used_blocks = 1000;
+  EXPECT_EQ(ConvergePolicy::MixedBatchRequests(c), 41u);
+  // A 41-request mixed batch loses to the cascade batch of 40: the gate stays shut.
+  EXPECT_EQ(policy_.Decide(c), kStop);
+}
+
+TEST(MpcPolicy, IgnoresStepsWhoseShapeIsNotReported) {
+  MpcPolicy policy;
+  StepFeedback f;
+  f.decode_requests = 10;
+  f.decode_ns = 20'000'000;  // decode_kv_tokens left 0: the caller did not report the shape
+  for (int i = 0; i < 100; ++i) policy.OnStepExecuted(f);
+  EXPECT_EQ(policy.fit().observed, 0u);
+  EXPECT_FALSE(policy.Coefficients().has_value());
 }
 
 // ---------------------------------------------------------------- Dynamic Batching
@@ -801,7 +887,7 @@ TEST(StopPolicyFactory, BuildsEveryNamedPolicy) {
   const std::vector<std::string_view> expected = {
       "always",           "heuristic",      "bandit",        "qlearning",
       "dynamic-batching", "bandit-authors", "bandit-delayed", "mpc",
-      "converge"};
+      "converge",         "converge-shape"};
   ASSERT_EQ(StopPolicyNames().size(), expected.size());
   for (size_t i = 0; i < expected.size(); ++i) {
     EXPECT_EQ(StopPolicyNames()[i], expected[i]);

@@ -8,7 +8,7 @@ import pytest
 import feather
 
 NAMES = ["always", "heuristic", "bandit", "qlearning", "dynamic-batching", "bandit-authors",
-         "bandit-delayed", "mpc", "converge"]
+         "bandit-delayed", "mpc", "converge", "converge-shape"]
 
 
 def random_context(rng):

@@ -72,7 +72,7 @@ def test_converge_reads_the_batch_shape_and_decides_as_feathers_simulator():
     assert len(result.vllm) >= 2000
     assert not any(step.preempted for step in result.vllm)
     scheduler = result.scheduler
-    assert scheduler.policy.name() == "converge" and scheduler.policy.wants_batch_shape()
+    assert scheduler.policy.name() == "converge-shape" and scheduler.policy.wants_batch_shape()
     assert scheduler.stats.stops >= 100  # its rules really close batches
     shape = scheduler._shape
     assert shape is not None and len(shape) == 0  # every request left the tracker

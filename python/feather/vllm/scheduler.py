@@ -419,7 +419,8 @@ class FeatherScheduler(Scheduler):
             waiting=len(queue),
             kv_used_blocks=used_blocks,
             kv_total_blocks=self._kv_total_blocks,
-            candidate_blocks=-(-request.num_tokens // self.block_size))
+            candidate_blocks=-(-request.num_tokens // self.block_size),
+            max_batch_requests=self.max_num_active_reqs)
         if self._shape is not None:
             self._shape_fill(context, request, used_blocks)
         self.stats.decisions += 1
