@@ -82,7 +82,18 @@ void BindBatchShape(nb::module_& m) {
             t.Admit(id, chain, sequence_tokens);
           },
           "id"_a, "chain"_a, "sequence_tokens"_a,
-          "A candidate was admitted: it enters, and the round's shape takes it.");
+          "A candidate was admitted: it enters, and the round's shape takes it.")
+      .def(
+          "waiting",
+          [](BatchShapeTracker& t, const std::vector<PrefixHash>& chain, int delta) {
+            if (delta != 1 && delta != -1) {
+              throw nb::value_error("BatchShapeTracker.waiting: delta must be +1 or -1");
+            }
+            t.Waiting(chain, delta);
+          },
+          "chain"_a, "delta"_a,
+          "A request with `chain` starts (+1) or stops (-1) waiting; fill() reports the waiting "
+          "requests of the batch's largest first-depth group (PrefixGroup.waiting).");
 }
 
 }  // namespace feather::python

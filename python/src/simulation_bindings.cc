@@ -110,6 +110,22 @@ class Simulation {
     return timing.total_ns;
   }
 
+  // What the last completed step reported to the stop policy (its StepFeedback).
+  nb::dict LastFeedback() {
+    const StepFeedback& f = run_.simulator().last_feedback();
+    nb::dict d;
+    d["step_ns"] = f.step_ns;
+    d["whole_step_ns"] = f.whole_step_ns;
+    d["decode_ns"] = f.decode_ns;
+    d["decode_requests"] = f.decode_requests;
+    d["prefill_tokens"] = f.prefill_tokens;
+    d["decode_kv_tokens"] = f.decode_kv_tokens;
+    d["decode_kv_unique_tokens"] = f.decode_kv_unique_tokens;
+    d["common_prefix_tokens"] = f.common_prefix_tokens;
+    d["cascade_used"] = f.cascade_used;
+    return d;
+  }
+
  private:
   SteppedRun run_;
   std::optional<SchedulePlan> plan_;
@@ -134,6 +150,8 @@ void BindSimulation(nb::module_& m) {
            "The next step, or None when every request finished: a dict with now_ns, "
            "scheduler_ns, admitted, requests [(id, context_tokens, new_tokens, is_prefill, "
            "blocks)], preempted [ids] and common_prefix_tokens.")
+      .def("last_feedback", &Simulation::LastFeedback,
+           "What the last completed step reported to the stop policy (StepFeedback's fields).")
       .def("complete", &Simulation::Complete,
            "Runs the step schedule() returned on the engine and completes it; returns the step "
            "time in ns.");

@@ -223,7 +223,17 @@ void BindStopPolicies(nb::module_& m) {
       .def_rw("decode_ns", &StepFeedback::decode_ns,
               "Engine time of the step's decode requests alone (bandit-delayed); -1 = not priced.")
       .def_rw("decode_requests", &StepFeedback::decode_requests,
-              "Requests that decoded in the step (prefill chunks excluded; bandit-delayed).");
+              "Requests that decoded in the step (prefill chunks excluded; bandit-delayed).")
+      // The step's shape, for policies that fit step time (mpc, converge).
+      .def_rw("prefill_tokens", &StepFeedback::prefill_tokens, "Prefill tokens of the step.")
+      .def_rw("decode_kv_tokens", &StepFeedback::decode_kv_tokens,
+              "Sum of the decode requests' context + 1 (0 = the shape is not reported).")
+      .def_rw("decode_kv_unique_tokens", &StepFeedback::decode_kv_unique_tokens,
+              "Distinct KV tokens behind those reads.")
+      .def_rw("common_prefix_tokens", &StepFeedback::common_prefix_tokens,
+              "Leading tokens all the step's requests share.")
+      .def_rw("cascade_used", &StepFeedback::cascade_used,
+              "Whether the step ran cascade attention.");
 
   m.def("step_reward", &StepRewardTokensPerS, "feedback"_a,
         "The learning policies' reward for a step: decode_tokens per second of step_ns, or None "

@@ -543,6 +543,7 @@ void Simulator::CompleteStep(const BatchPlan& plan, const StepTiming& timing, in
   feedback.decode_kv_unique_tokens = plan.decode_kv_unique_tokens;
   feedback.common_prefix_tokens = plan.common_prefix_tokens;
   feedback.cascade_used = timing.cascade_used;
+  last_feedback_ = feedback;
   Timed([&] { policy_.OnStepExecuted(feedback); });
 }
 

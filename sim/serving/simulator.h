@@ -138,6 +138,8 @@ class Simulator {
   [[nodiscard]] SimResult TakeResult();
   // Simulated time now: after Schedule(), the moment the step it returned starts.
   [[nodiscard]] int64_t NowNs() const { return now_ns_; }
+  // What the last completed step reported to the stop policy.
+  [[nodiscard]] const StepFeedback& last_feedback() const { return last_feedback_; }
   // serving.engine sglang: SGLang's new_token_ratio now (its initial value under vllm).
   [[nodiscard]] double SglangNewTokenRatio() const { return sglang_.new_token_ratio(); }
   [[nodiscard]] double SglangMinNewTokenRatio() const { return sglang_.min_new_token_ratio(); }
@@ -286,6 +288,7 @@ class Simulator {
   mutable uint64_t gap_run_length_ = 0;
   void FlushGapRun(uint32_t next_bits) const;
   RunRecords records_;
+  StepFeedback last_feedback_;
   std::vector<UnservableRequest> unservable_;
 
   int64_t now_ns_ = 0;

@@ -64,19 +64,43 @@ def test_plugin_decides_as_feathers_simulator(name, policy):
     assert not queue._ids and len(queue._free_ids) == queue._next_id
 
 
-def test_converge_reads_the_batch_shape_and_decides_as_feathers_simulator():
-    # converge reads StopContext's batch fields; the plugin fills them with
-    # feather.BatchShapeTracker, the code the simulator fills them with.
-    result = plugin_check.replay_plugin(str(WORKLOADS / "prefix-groups-converge.yaml"))
+_SHAPE_REPLAYS: dict[str, object] = {}
+
+
+def _shape_replay(policy: str):
+    if policy not in _SHAPE_REPLAYS:
+        _SHAPE_REPLAYS[policy] = plugin_check.replay_plugin(
+            str(WORKLOADS / "prefix-groups-converge.yaml"), [f"scheduler.stop={policy}"])
+    return _SHAPE_REPLAYS[policy]
+
+
+@pytest.mark.parametrize("policy", ["converge", "converge-shape", "mpc"])
+def test_shape_reading_policies_decide_as_feathers_simulator(policy):
+    # converge and mpc read StopContext's batch fields (the plugin fills them with
+    # feather.BatchShapeTracker, the code the simulator fills them with), and converge's gate
+    # and mpc fit the step shape of StepFeedback (the plugin computes it as the simulator's
+    # BuildPlan does; plugin_check gives both sides the model's step times).
+    result = _shape_replay(policy)
     assert result.first_difference is None, f"step {result.first_difference}: {result.detail}"
-    assert len(result.vllm) >= 2000
+    assert len(result.vllm) >= 1500
     assert not any(step.preempted for step in result.vllm)
     scheduler = result.scheduler
-    assert scheduler.policy.name() == "converge-shape" and scheduler.policy.wants_batch_shape()
-    assert scheduler.stats.stops >= 100  # its rules really close batches
+    assert scheduler.policy.name() == policy and scheduler.policy.wants_batch_shape()
+    assert scheduler.stats.stops >= 10  # its rules really close batches
+    feedback = scheduler.last_feedback
+    assert feedback.decode_kv_tokens > 0 and feedback.decode_kv_unique_tokens > 0
     shape = scheduler._shape
     assert shape is not None and len(shape) == 0  # every request left the tracker
-    assert not scheduler._shape_ids
+    assert not scheduler._shape_ids and not scheduler._step_shapes
+
+
+def test_converge_gate_changes_the_decisions_in_the_plugin_too():
+    # The gate (the fitted comparison with the mixed batch) really decides here: converge
+    # forms other steps than its shape rules alone, on both sides alike.
+    gated, shape = _shape_replay("converge"), _shape_replay("converge-shape")
+    assert gated.first_difference is None and shape.first_difference is None
+    assert len(gated.vllm) != len(shape.vllm)
+    assert gated.scheduler.stats.stops < shape.scheduler.stats.stops
 
 
 def test_converge_without_the_batch_shape_differs(monkeypatch):

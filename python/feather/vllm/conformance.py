@@ -236,12 +236,13 @@ def describe_difference(a: Step, b: Step) -> str:
 
 def replay(scenario: str, overrides: list[str] | None = None, max_steps: int = 0,
            scheduler_cls: Any = None, stop_at_difference: bool = True,
-           vllm_policy: bool = True, on_step_ns: Any = None) -> Replay:
+           vllm_policy: bool = True, on_step: Any = None) -> Replay:
     """Replays SCENARIO through feather and vLLM in lockstep; see the module comment.
 
     `vllm_policy` False lifts the FCFS + always requirement, for a `scheduler_cls` that runs the
-    scenario's own selector and policy (feather.vllm.plugin_check); `on_step_ns`, when set, gets
-    feather's time of every step (ns) before vLLM's update_from_output of that step."""
+    scenario's own selector and policy (feather.vllm.plugin_check); `on_step`, when set, gets
+    what feather's step reported to its stop policy (``Simulation.last_feedback()``: its time in
+    ns, the decode part, the step shape) before vLLM's update_from_output of that step."""
     import feather
 
     overrides = list(overrides or []) + ["scheduler_time=zero"]
@@ -286,8 +287,8 @@ def replay(scenario: str, overrides: list[str] | None = None, max_steps: int = 0
             scheduler.update_from_output(output, model_runner_output(scheduler, output))
         theirs = _vllm_step(scheduler, output, preempted)
         step_ns = sim.complete()
-        if on_step_ns is not None:
-            on_step_ns(step_ns)
+        if on_step is not None:
+            on_step(sim.last_feedback())
         before = set(scheduler.requests)
         scheduler.update_from_output(output, model_runner_output(scheduler, output))
         theirs.finished = sorted(int(r) for r in before - set(scheduler.requests))

@@ -7,7 +7,9 @@ feather's simulator and through vLLM's real ``Scheduler`` subclassed as
 new tokens, preemptions, common prefix blocks). Both sides run the scenario's selector (``cht``
 or ``fcfs``) and its stop policy (``feather.stop_policy_from_scenario``: the same knobs and seed
 as the simulator's); the plugin's reward gets feather's modelled step time of each step instead of
-a measured one (``PluginConfig.step_time_source``), so the learning policies see the same rewards.
+a measured one (``PluginConfig.step_time_source``: the simulator's whole StepFeedback timing, with
+the decode part and cascade use it priced), so the learning and fitting policies see the same
+rewards and step times.
 
 Configured to match (besides what ``conformance.replay`` sets): the simulator's CHT uses chunks of
 one vLLM block (``scheduler.chunk_tokens`` = ``serving.block_tokens``) and ``scheduler_time:
@@ -53,19 +55,19 @@ def replay_plugin(scenario: str, overrides: list[str] | None = None, max_steps: 
     serving = probe.serving
     block = int(serving["block_tokens"])
     overrides.append(f"scheduler.chunk_tokens={block}")
-    last_step_ns = [0]
+    last_step: list[dict] = [{}]
 
-    def on_step_ns(ns: int) -> None:
-        last_step_ns[0] = ns
+    def on_step(feedback: dict) -> None:
+        last_step[0] = feedback
 
     config = PluginConfig(selector=str(serving["selector"]),
                           policy_object=feather.stop_policy_from_scenario(scenario, overrides),
-                          step_time_source=lambda _output: last_step_ns[0],
+                          step_time_source=lambda _output: last_step[0],
                           partial_block=partial_block)
     return conformance.replay(scenario, overrides, max_steps,
                               scheduler_cls=FeatherScheduler.configured(config),
                               stop_at_difference=stop_at_difference, vllm_policy=False,
-                              on_step_ns=on_step_ns)
+                              on_step=on_step)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -41,7 +41,11 @@ changed, both without patching vLLM:
    the round are added at the next question, and each candidate's cache hit is vLLM's prefix-cache
    lookup (``find_longest_cache_hit``, which changes nothing). Where it can differ from the
    simulator (logical vs physical sharing inside a prefix group; full blocks only): the header.
-   ``StepFeedback``'s step shape (mpc's fit) is not filled here.
+   ``StepFeedback``'s step shape (what mpc's and converge's step-time fit reads) is computed
+   when a step is scheduled, as the simulator's ``BuildPlan`` does (``_step_shape``: decode
+   reads, the distinct KV behind them, the common prefix; cascade by vLLM's thresholds when its
+   cascade attention is on), and the waiting requests of each first-depth prefix group are
+   counted from the queue's own add/pop/prepend/remove (``BatchShapeTracker.waiting``).
 
 Finished requests leave the tree in ``_free_request`` (natural finishes and aborts), waiting
 requests that are aborted through ``remove_requests``. A preempted request comes back through
@@ -131,9 +135,11 @@ class PluginConfig:
     # tokens), as feather's simulator chunks prompts; see ChtRequestQueue.keys_of.
     partial_block: bool = False
     # Not from files: a ready policy object (tests), and a step-time source replacing the
-    # measurement: called with the SchedulerOutput of the step, returns nanoseconds.
+    # measurement: called with the SchedulerOutput of the step, returns nanoseconds, or a dict
+    # as feather.Simulation.last_feedback() gives (whole_step_ns, and the decode_ns and
+    # cascade_used the model priced, which a measurement cannot tell).
     policy_object: Any = None
-    step_time_source: Callable[[Any], int] | None = None
+    step_time_source: Callable[[Any], Any] | None = None
 
     @classmethod
     def from_environment(cls, environ: dict[str, str] | None = None) -> "PluginConfig":
@@ -198,9 +204,11 @@ class ChtRequestQueue(RequestQueue):
     """
 
     def __init__(self, chunk_tokens: int, gate: Callable[["ChtRequestQueue"], bool],
-                 partial_block: bool = False):
+                 partial_block: bool = False,
+                 on_waiting: Callable[[Request, int], None] | None = None):
         self.tree = feather.ChunkedHashTree(chunk_tokens=chunk_tokens)
         self._gate = gate
+        self._on_waiting = on_waiting or (lambda _request, _delta: None)
         self._partial_block = partial_block
         self._ids: dict[str, int] = {}  # vLLM request id -> tree id (waiting or active)
         self._requests: dict[int, Request] = {}  # tree id -> request
@@ -248,6 +256,7 @@ class ChtRequestQueue(RequestQueue):
 
     def add_request(self, request: Request) -> None:
         self._insert(request)
+        self._on_waiting(request, +1)
 
     def peek_request(self) -> Request:
         best = self.best()
@@ -261,6 +270,7 @@ class ChtRequestQueue(RequestQueue):
             raise IndexError("pop from an empty queue")
         request = best[0]
         self.tree.add_to_batch(self._ids[request.request_id])
+        self._on_waiting(request, -1)
         return request
 
     def prepend_request(self, request: Request) -> None:
@@ -268,8 +278,10 @@ class ChtRequestQueue(RequestQueue):
         tree_id = self._ids.get(request.request_id)
         if tree_id is None:
             self._insert(request)
+            self._on_waiting(request, +1)
         elif self.tree.is_active(tree_id):
             self.tree.requeue(tree_id)
+            self._on_waiting(request, +1)
 
     def prepend_requests(self, requests: Iterable[Request]) -> None:
         for request in requests:
@@ -280,6 +292,7 @@ class ChtRequestQueue(RequestQueue):
         if tree_id is not None and self.tree.is_waiting(tree_id):
             self.tree.remove(tree_id)
             self._release(request.request_id)
+            self._on_waiting(request, -1)
 
     def remove_requests(self, requests: Iterable[Request]) -> None:
         for request in requests:
@@ -294,6 +307,7 @@ class ChtRequestQueue(RequestQueue):
             self.tree.finish(tree_id)
         elif self.tree.is_waiting(tree_id):
             self.tree.remove(tree_id)
+            self._on_waiting(request, -1)
         self._release(request.request_id)
 
     def has_waiting(self) -> bool:
@@ -371,7 +385,8 @@ class FeatherScheduler(Scheduler):
                            "hashes and the CHT sees no shared prefix (its order is FCFS)")
         if config.selector == "cht":
             self.waiting = ChtRequestQueue(hash_block, self._admission_gate,
-                                           partial_block=config.partial_block)
+                                           partial_block=config.partial_block,
+                                           on_waiting=self._shape_waiting)
         else:
             self.waiting = GatedFcfsRequestQueue(self._admission_gate)
         self._forming = False
@@ -386,6 +401,11 @@ class FeatherScheduler(Scheduler):
         self._shape_ids: dict[str, int] = {}  # vLLM request id -> tracker id
         self._shape_free_ids: list[int] = []
         self._shape_seen = 0  # running requests the tracker has taken this round
+        # The step shape of each step in flight (module comment, point 3), by id(output).
+        self._step_shapes: dict[int, dict[str, Any]] = {}
+        self._cached_blocks: dict[str, int] = {}  # request id -> blocks cached at admission
+        self._cascade_enabled = not getattr(self.vllm_config.model_config,
+                                            "disable_cascade_attn", True)
         self._kv_total_blocks = self._pool.num_gpu_blocks - 1  # block 0 is vLLM's null block
         # Step timing: schedule() end times of steps in flight, oldest first, and the last output.
         self._in_flight: list[tuple[int, int]] = []  # (id(scheduler_output), end ns)
@@ -462,6 +482,10 @@ class FeatherScheduler(Scheduler):
         shape.begin_round([r.num_tokens for r in self.running], common)
         self._shape_seen = len(self.running)
 
+    def _shape_waiting(self, request: Request, delta: int) -> None:
+        if self._shape is not None:
+            self._shape.waiting(self._chain(request), delta)
+
     def _shape_fill(self, context: feather.StopContext, request: Request,
                     used_blocks: int) -> None:
         shape = self._shape
@@ -492,7 +516,42 @@ class FeatherScheduler(Scheduler):
             self._forming = False
         if output.total_num_scheduled_tokens > 0:
             self._in_flight.append((id(output), time.monotonic_ns()))
+            if self._shape is not None:
+                self._step_shapes[id(output)] = self._step_shape(output)
         return output
+
+    def _step_shape(self, output) -> dict[str, Any]:
+        """StepFeedback's step shape of a step just scheduled, as feather's simulator computes
+        it (Simulator::BuildPlan): decode reads, the distinct KV behind them (blocks in use less
+        the prefill requests' uncached blocks), the common prefix, and whether the step
+        qualifies for cascade (vLLM's thresholds, when vLLM's cascade attention is on)."""
+        block = self.block_size
+        blocks_of = self.kv_cache_manager.coordinator.single_type_managers[0].req_to_blocks
+        # Blocks each request found cached when it was admitted (the simulator's cached_blocks):
+        # new requests and those resumed from preemption are admitted in this step.
+        for new in output.scheduled_new_reqs:
+            self._cached_blocks[new.req_id] = new.num_computed_tokens // block
+        cached = output.scheduled_cached_reqs
+        for rid, computed in zip(cached.req_ids, cached.num_computed_tokens):
+            if rid in cached.resumed_req_ids:
+                self._cached_blocks[rid] = computed // block
+        decode_kv = prefill_tokens = private = 0
+        for rid, n in output.num_scheduled_tokens.items():
+            request = self.requests[rid]
+            # num_computed_tokens already counts this step's tokens (vLLM advanced it).
+            if n == 1 and request.num_computed_tokens == request.num_tokens:
+                decode_kv += request.num_computed_tokens  # context + 1
+            else:
+                prefill_tokens += n
+                table = len(blocks_of.get(rid, ()))
+                private += table - min(table, self._cached_blocks.get(rid, 0))
+        used = self._kv_total_blocks - self._pool.get_num_free_blocks()
+        common = common_prefix_blocks(self) * block
+        return {"prefill_tokens": prefill_tokens, "decode_kv_tokens": decode_kv,
+                "decode_kv_unique_tokens": min(decode_kv, (used - min(used, private)) * block),
+                "common_prefix_tokens": common,
+                "cascade_used": (self._cascade_enabled and common >= 256
+                                 and len(output.num_scheduled_tokens) >= 8)}
 
     def update_from_output(self, scheduler_output, model_runner_output):
         arrived_ns = time.monotonic_ns()
@@ -511,12 +570,19 @@ class FeatherScheduler(Scheduler):
             sampled = model_runner_output.sampled_token_ids
             produced = sum(len(sampled[index[rid]]) for rid in scheduled if rid in index
                            and index[rid] < len(sampled))
-            step_ns = self._step_ns(scheduler_output, arrived_ns)
+            step_ns, priced = self._step_ns(scheduler_output, arrived_ns)
             prefill = decode_requests < len(scheduled)
             feedback = feather.StepFeedback(
                 batch_size=len(scheduled), decode_tokens=produced, step_ns=step_ns,
                 whole_step_ns=step_ns, decode_requests=decode_requests,
                 decode_ns=(0 if decode_requests == 0 else step_ns if not prefill else -1))
+            shape = self._step_shapes.pop(id(scheduler_output), None)
+            if shape is not None:
+                for key, value in shape.items():
+                    setattr(feedback, key, value)
+            if priced is not None:  # a step-time source that prices the step (plugin_check)
+                feedback.decode_ns = int(priced["decode_ns"])
+                feedback.cascade_used = bool(priced["cascade_used"])
         outputs = super().update_from_output(scheduler_output, model_runner_output)
         if feedback is not None:
             self.policy.on_step_executed(feedback)
@@ -524,7 +590,9 @@ class FeatherScheduler(Scheduler):
             self.stats.rewarded_steps += 1
         return outputs
 
-    def _step_ns(self, scheduler_output, arrived_ns: int) -> int:
+    def _step_ns(self, scheduler_output, arrived_ns: int) -> tuple[int, dict[str, Any] | None]:
+        """The step's time in ns, and what a step-time source priced besides (a dict with
+        decode_ns and cascade_used, or None)."""
         scheduled_ns = arrived_ns
         for i, (key, end_ns) in enumerate(self._in_flight):
             if key == id(scheduler_output):
@@ -534,11 +602,15 @@ class FeatherScheduler(Scheduler):
         measured = arrived_ns - max(scheduled_ns, self._last_output_ns)
         self._last_output_ns = arrived_ns
         if self.step_time_source is not None:
-            return int(self.step_time_source(scheduler_output))
-        return measured
+            source = self.step_time_source(scheduler_output)
+            if isinstance(source, dict):
+                return int(source["whole_step_ns"]), source
+            return int(source), None
+        return measured, None
 
     def _free_request(self, request: Request, *args: Any, **kwargs: Any):
         self.waiting.forget(request)
+        self._cached_blocks.pop(request.request_id, None)
         sid = self._shape_ids.pop(request.request_id, None)
         if sid is not None:
             self._shape.leave(sid)
