@@ -20,7 +20,19 @@ uint32_t ConvergePolicy::MixedBatchRequests(const StopContext& c) {
   return static_cast<uint32_t>(std::max<uint64_t>(limit, n + 1));
 }
 
+void ConvergePolicy::OnStepExecuted(const StepFeedback& f) {
+  if (!gated_) return;
+  const uint64_t before = model_.fit().observed;
+  model_.OnStepExecuted(f);
+  if (model_.fit().observed == before) return;  // not fitted (no decode, no shape reported)
+  ++(f.cascade_used ? cascade_steps_ : plain_steps_);
+}
+
 bool ConvergePolicy::MixedBatchIsFaster(const StopContext& c, double kept_rate) {
+  if (cascade_steps_ < kMinStepsOfEachKind || plain_steps_ < kMinStepsOfEachKind) return false;
+  // A fit that prices repeated reads at nothing cannot tell what cascade saves.
+  const auto coefficients = model_.Coefficients();
+  if (!coefficients || !((*coefficients)[3] > 0)) return false;
   const uint32_t n = c.batch_size;
   const uint32_t big = MixedBatchRequests(c);
   const uint64_t added = big - n;

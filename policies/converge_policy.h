@@ -42,10 +42,13 @@
 //   mixed: the batch plus the waiting, up to max_batch_requests and to what the free KV holds of
 //          requests like the batch's (MixedBatchRequests), no cascade; each added request reads
 //          the candidate's sequence length and holds the batch's distinct tokens per request.
-// The gate opens (Add) when the mixed step is predicted to decode more requests per ms. Before
-// the fit decides (MpcConfig::min_steps steps), or where the caller does not report the step's
-// shape in StepFeedback (the vLLM plugin today), the gate stays shut: `converge` then decides as
-// `converge-shape`. The fit never forgets (forgetting 1): the hardware does not change within a
+// The gate opens (Add) when the mixed step is predicted to decode more requests per ms. It stays
+// shut (`converge` then decides as `converge-shape`, whose Stops make the cascade steps the fit
+// needs) until the fit can tell what cascade saves: it has seen kMinStepsOfEachKind decode steps
+// with cascade and as many without (see cascade_steps_), and it prices a repeated read above
+// zero (c3 > 0: non-negative least squares sets c3 to 0 when the repeated reads are collinear
+// with the other terms, and a gate that believed it would always mix: radix-2 0.88x the oracle
+// in development); and where the caller does not report the step's shape in StepFeedback. The fit never forgets (forgetting 1): the hardware does not change within a
 // run, and a policy that holds batches homogeneous stops seeing the mixed steps that pin c3.
 //
 // Frozen or learning makes no difference to the rules; the fit is refreshed either way (it is
@@ -69,6 +72,8 @@ class ConvergePolicy final : public StopPolicy {
 
   // Requests waiting below which neither rule holds a candidate back (assumed).
   static constexpr uint32_t kMinBacklogRequests = 64;
+  // Fitted decode steps of each kind (with and without cascade) before the gate may open.
+  static constexpr uint64_t kMinStepsOfEachKind = 16;
 
   [[nodiscard]] std::string_view Name() const override {
     return gated_ ? "converge" : "converge-shape";
@@ -77,9 +82,7 @@ class ConvergePolicy final : public StopPolicy {
   void BeginRound() override {}
   [[nodiscard]] StopDecision Decide(const StopContext& context) override;
   [[nodiscard]] bool WantsBatchShape() const override { return true; }
-  void OnStepExecuted(const StepFeedback& feedback) override {
-    if (gated_) model_.OnStepExecuted(feedback);
-  }
+  void OnStepExecuted(const StepFeedback& feedback) override;
 
   // The batch that admitting would lead to: the running requests plus the waiting, up to
   // max_batch_requests and to what the free KV holds of requests like the candidate.
@@ -91,6 +94,12 @@ class ConvergePolicy final : public StopPolicy {
   [[nodiscard]] bool MixedBatchIsFaster(const StopContext& context, double kept_rate);
 
   bool gated_;
+  // Decode steps fitted with and without cascade: the gate opens only once both kinds have
+  // been seen (kMinStepsOfEachKind each), as the repeated-read cost that cascade saves is not
+  // identifiable from steps of one kind (in mixed batches of one prompt length T − U grows
+  // with n, and the fit gives the cost to the per-request term).
+  uint64_t cascade_steps_ = 0;
+  uint64_t plain_steps_ = 0;
   MpcPolicy model_{MpcConfig{.forgetting = 1.0}};  // only its online decode-step fit is used
 };
 

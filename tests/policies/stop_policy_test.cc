@@ -669,12 +669,13 @@ TEST(ConvergePolicy, AMixedBatchConvergesToItsLargestGroup) {
 class GatedConverge : public ::testing::Test {
  protected:
   static constexpr double kPrefix = 5000, kLength = 5250;
-  static double LawMs(double n, double reads, double unique) {
-    return 10 + 0.1 * n + 1e-4 * unique + 2e-5 * (reads - unique);
+  static double LawMs(double n, double reads, double unique, double repeat_cost = 2e-5) {
+    return 10 + 0.1 * n + 1e-4 * unique + repeat_cost * (reads - unique);
   }
-  void SetUp() override {
-    // Mixed steps (no cascade) and cascade steps of varied shape pin all four terms.
-    for (uint32_t i = 0; i < 64; ++i) {
+  void SetUp() override { Train(policy_, 64); }
+  // `steps` steps, one in three with cascade, of varied shape: they pin all four terms.
+  static void Train(ConvergePolicy& policy, uint32_t steps, double repeat_cost = 2e-5) {
+    for (uint32_t i = 0; i < steps; ++i) {
       StepFeedback f;
       f.decode_requests = 20 + 7 * (i % 60);
       const double groups = 1 + i % 5;
@@ -687,10 +688,11 @@ class GatedConverge : public ::testing::Test {
       if (f.cascade_used) reads -= (f.decode_requests - 1) * kPrefix;
       f.decode_ns = static_cast<int64_t>(
           LawMs(f.decode_requests, reads,
-                std::min<double>(reads, static_cast<double>(f.decode_kv_unique_tokens))) *
+                std::min<double>(reads, static_cast<double>(f.decode_kv_unique_tokens)),
+                repeat_cost) *
           1e6);
       f.batch_size = f.decode_requests;
-      policy_.OnStepExecuted(f);
+      policy.OnStepExecuted(f);
     }
   }
   // The candidate from another group would end the batch's cascade; `peers` of the batch's
@@ -717,6 +719,21 @@ TEST_F(GatedConverge, OpensForASmallGroupAndHoldsAGroupThatCanFillTheBatch) {
   ConvergePolicy shape(/*gated=*/false);
   EXPECT_EQ(shape.Decide(Homogeneous(40, 0, 1000)), kStop);
   EXPECT_EQ(policy_.Decide(Homogeneous(40, 0, ConvergePolicy::kMinBacklogRequests - 1)), kAdd);
+}
+
+TEST_F(GatedConverge, StaysShutUntilTheFitCanTellWhatCascadeSaves) {
+  // 45 steps hold 15 with cascade: one short of kMinStepsOfEachKind.
+  static_assert(ConvergePolicy::kMinStepsOfEachKind == 16);
+  ConvergePolicy early;
+  Train(early, 45);
+  EXPECT_EQ(early.Decide(Homogeneous(40, 0, 1000)), kStop);
+  Train(early, 3);  // the 16th cascade step
+  EXPECT_EQ(early.Decide(Homogeneous(40, 0, 1000)), kAdd);
+  // Repeated reads that cost nothing (c3 = 0): the gate cannot price cascade and stays shut,
+  // although the mixed batch is then faster still.
+  ConvergePolicy free_repeats;
+  Train(free_repeats, 64, /*repeat_cost=*/0);
+  EXPECT_EQ(free_repeats.Decide(Homogeneous(40, 0, 1000)), kStop);
 }
 
 TEST_F(GatedConverge, TheMixedBatchIsBoundedByTheLimitAndTheFreeKv) {
