@@ -185,7 +185,10 @@ DeviceProfile CpuBaseProfile(const Probes& probes, const HostInfo& host, int thr
 }
 
 std::string AttentionIsaName() {
-  return hw::attention_internal::ActiveAttentionIsa() == hw::attention_internal::AttentionIsa::kAvx2 ? "avx2+fma" : "scalar";
+  using hw::attention_internal::AttentionIsa;
+  const AttentionIsa isa = hw::attention_internal::ActiveAttentionIsa();
+  // "avx2+fma" as the profiles written before the AVX-512 step said it.
+  return isa == AttentionIsa::kAvx2 ? "avx2+fma" : hw::attention_internal::AttentionIsaName(isa);
 }
 
 std::vector<StepMeasurement> MeasureCpuGrid(std::vector<GridPoint>& grid,

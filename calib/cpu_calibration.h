@@ -54,7 +54,8 @@ struct Probes {
 [[nodiscard]] DeviceProfile CpuBaseProfile(const Probes& probes, const HostInfo& host,
                                            int threads);
 
-// The attention kernels' instruction set in use ("avx2+fma" or "scalar").
+// The attention kernels' tile step in use ("avx512", "avx2+fma" or "scalar"); the calibrated
+// profile records it in measured_on.kernel_variant.
 [[nodiscard]] std::string AttentionIsaName();
 
 // Measures every grid point (its spec's pool_blocks set to `pool_blocks`) on CPU engines of

@@ -7,7 +7,9 @@
 // Decode puts one request's query heads of one kv head in a batch (a request's kv heads are
 // walked block by block in one task); the shared-prefix pass and prefill run several batches over
 // each tile while it is hot in L1, so KV is read from memory once.
-// The tile step exists twice (scalar, AVX2+FMA); ActiveTileKernels() picks one once per process.
+// The tile step exists as portable scalar code and as one SIMD template (attention_tile_simd.h)
+// instantiated for AVX2+FMA and for AVX-512; ActiveTileKernels() picks one by the CPU's features
+// (checked once per process) unless a test or the FEATHER_ATTENTION_ISA variable forces one.
 #pragma once
 
 #include <cstddef>
@@ -46,26 +48,45 @@ struct TileArgs {
 using TileFn = void (*)(const TileArgs&);
 
 // fn[dtype][lanes − 1][masked]: kernels specialized for the batch width and causal masking.
+// pair_group[dtype]: 0 when the kernels read q and o (the lane scratch) in natural column order;
+// G > 0 when, within each whole group of G columns from column 0, they hold the even columns
+// first and then the odd ones (the bf16 "pairs" load of attention_tile_simd.h); the columns past
+// the last whole group stay in natural order. InitLane and FinishLane apply and undo it.
 struct TileKernels {
   TileFn fn[2][kLanes][2];
+  uint32_t pair_group[2];
 };
 
+// Each only to be called when the CPU has the features (ActiveTileKernels() checks).
 [[nodiscard]] const TileKernels& ScalarTileKernels();
-[[nodiscard]] const TileKernels& Avx2TileKernels();  // only call when the CPU has AVX2 and FMA
+[[nodiscard]] const TileKernels& Avx2TileKernels();    // AVX2 + FMA
+[[nodiscard]] const TileKernels& Avx512TileKernels();  // AVX-512 F + VL, AVX2, FMA
 
-enum class AttentionIsa : uint8_t { kAuto, kScalar, kAvx2 };
-// kAuto: AVX2+FMA when the CPU has both (checked once), else scalar. Tests force kScalar; forcing
-// kAvx2 on a CPU without it falls back to scalar. Not thread-safe against running kernels.
-void SetAttentionIsaForTesting(AttentionIsa isa);
-[[nodiscard]] AttentionIsa ActiveAttentionIsa();  // kScalar or kAvx2
+// The tile steps, in order of preference. kAuto: the last one the CPU supports.
+enum class AttentionIsa : uint8_t { kAuto, kScalar, kAvx2, kAvx512 };
+// "auto", "scalar", "avx2", "avx512": the name in benchmark labels, profiles and the variable.
+[[nodiscard]] const char* AttentionIsaName(AttentionIsa isa);
+// Whether this CPU can run `isa`'s tile step (kAuto and kScalar: always).
+[[nodiscard]] bool CpuSupports(AttentionIsa isa);
+// What the CPU lacks for `isa` (e.g. "avx512bw"), or "" when it has everything.
+[[nodiscard]] const char* MissingFeature(AttentionIsa isa);
+// Forces a tile step for the process (tests, benchmarks): an ISA the CPU lacks is refused
+// (returns false, nothing changes); kAuto returns to the automatic choice. The environment
+// variable FEATHER_ATTENTION_ISA (one of the names above), read once at the first kernel call,
+// does the same for a whole run; an unknown name or an ISA the CPU lacks is a fatal error there.
+// Not thread-safe against running kernels.
+bool SetAttentionIsaForTesting(AttentionIsa isa);
+[[nodiscard]] AttentionIsa ActiveAttentionIsa();  // never kAuto
 [[nodiscard]] const TileKernels& ActiveTileKernels();
 
 // Per-thread state of several lane batches, sized on first use and only ever grown, so the hot
-// path does not allocate. Batch b holds q, o ([kLanes][head_dim] each), m, l and the exclusive
-// causal limits (absolute token positions) of its lanes.
+// path does not allocate. Batch b holds q, o ([kLanes][head_dim] each, in the column order of the
+// kernels' pair_group for the pool's dtype), m, l and the exclusive causal limits (absolute token
+// positions) of its lanes. 64-byte aligned batches.
 class LaneScratch {
  public:
-  void Reserve(uint32_t batches, uint32_t head_dim);
+  void Reserve(uint32_t batches, uint32_t head_dim, const TileKernels& kernels, KvDtype dtype);
+  [[nodiscard]] uint32_t PairGroup() const { return pair_group_; }
   [[nodiscard]] float* Q(uint32_t b) { return Base(b); }
   [[nodiscard]] float* O(uint32_t b) { return Base(b) + size_t{kLanes} * head_dim_; }
   [[nodiscard]] float* M(uint32_t b) { return Base(b) + 2 * size_t{kLanes} * head_dim_; }
@@ -81,15 +102,18 @@ class LaneScratch {
   float* aligned_ = nullptr;
   size_t stride_ = 0;
   uint32_t head_dim_ = 0;
+  uint32_t pair_group_ = 0;
 };
 [[nodiscard]] LaneScratch& ThreadLaneScratch();  // thread_local
 
-// Starts lane `lane` of batch b: copies q·scale·log2 e, clears o, m = −inf, l = 0.
+// Starts lane `lane` of batch b: copies q·scale·log2 e (in the scratch's column order), clears o,
+// m = −inf, l = 0.
 void InitLane(LaneScratch& scratch, uint32_t b, uint32_t lane, const float* q, float scale,
               uint32_t head_dim);
 // Zeroes the q of lanes [from, kLanes) of batch b (padding lanes of a partial batch).
 void ClearLanesFrom(LaneScratch& scratch, uint32_t b, uint32_t from, uint32_t head_dim);
-// Writes lane `lane`'s normalized output and natural-log lse (−inf and zeros when it saw nothing).
+// Writes lane `lane`'s normalized output (natural column order) and natural-log lse (−inf and
+// zeros when it saw nothing).
 void FinishLane(LaneScratch& scratch, uint32_t b, uint32_t lane, uint32_t head_dim, float* out,
                 float* lse);
 

@@ -59,7 +59,7 @@ void RunPrefixTask(const SharedPrefixParams& p, const attention_internal::TileKe
   const uint32_t lanes_total = p.num_queries * group;
   const uint32_t batches = (lanes_total + kLanes - 1) / kLanes;
   LaneScratch& scratch = ThreadLaneScratch();
-  scratch.Reserve(batches, dim);
+  scratch.Reserve(batches, dim, kernels, p.kv.layout.dtype);
   for (uint32_t lane = 0; lane < lanes_total; ++lane) {
     const uint32_t head = g * group + lane % group;
     const size_t q_head = size_t{QueryRow(p, lane / group)} * p.num_heads + head;

@@ -80,7 +80,7 @@ void RunTask(const DecodeAttentionParams& p, const attention_internal::TileKerne
   const uint32_t group = p.num_heads / layout.kv_heads;
   const uint32_t per_head = (group + kLanes - 1) / kLanes;
   LaneScratch& scratch = ThreadLaneScratch();
-  scratch.Reserve(per_head * layout.kv_heads, dim);
+  scratch.Reserve(per_head * layout.kv_heads, dim, kernels, layout.dtype);
   for (uint32_t g = 0; g < layout.kv_heads; ++g) {
     for (uint32_t i = 0; i < per_head; ++i) {
       const uint32_t b = g * per_head + i;

@@ -4,9 +4,10 @@
 // g = h / (num_heads / kv_heads), grouped-query attention), over its KV tokens
 // [kv_begin[r], kv_end[r]) with kv_end[r] = kv.SeqLen(r):
 //   out[r][h] = Σ_t softmax_t(scale · q[r][h]·K[t]) · V[t],   lse[r][h] = log Σ_t exp(scale·q·K[t])
-// with an online (streaming) softmax, fp32 accumulation, AVX2/FMA (AVX-512 when compiled for it)
-// and `num_threads` OpenMP threads. The lse output (natural log) is what cascade attention merges
-// (MergeAttentionStates); an empty range gives out = 0 and lse = −inf.
+// with an online (streaming) softmax, fp32 accumulation, AVX-512, AVX2+FMA or scalar code (the
+// widest the CPU has, picked at run time: attention_internal.h) and `num_threads` OpenMP threads.
+// The lse output (natural log) is what cascade attention merges (MergeAttentionStates); an empty
+// range gives out = 0 and lse = −inf.
 //
 // The request's sequence length comes from its CSR pages and last_page_len, as in FlashInfer's
 // BatchDecodeWithPagedKVCache; kv_begin (cascade's suffix pass) is the one extra per-request

@@ -1,12 +1,16 @@
 // decode_attention_tile.cc: the machinery the CPU attention kernels share (attention_internal.h):
-// the once-per-process choice of the tile step (AVX2+FMA or scalar), the per-thread lane
-// scratch, the walk over a paged KV range with prefetch, and the log-sum-exp merges.
+// the once-per-process choice of the tile step (AVX-512, AVX2+FMA or scalar), the per-thread
+// lane scratch and its column order, the walk over a paged KV range with prefetch, and the
+// log-sum-exp merges.
 #include <algorithm>
 #include <atomic>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <string_view>
 
 #include "hw/attention_internal.h"
 #include "hw/paged_kv.h"
@@ -20,13 +24,54 @@ constexpr float kLn2 = 0.6931471805599453f;
 constexpr size_t kLookaheadBytes = 4096;
 std::atomic<AttentionIsa> forced_isa{AttentionIsa::kAuto};
 
-bool CpuHasAvx2Fma() {
+constexpr AttentionIsa kAllIsas[] = {AttentionIsa::kAuto, AttentionIsa::kScalar,
+                                     AttentionIsa::kAvx2, AttentionIsa::kAvx512};
+
+// The CPU features each tile step needs, checked in order; the first one missing is named.
+struct CpuFeatures {
+  bool avx2 = false;
+  bool fma = false;
+  bool avx512f = false;
+  bool avx512vl = false;
+};
+
+const CpuFeatures& Features() {
+  static const CpuFeatures features = [] {
+    CpuFeatures f;
 #if defined(__x86_64__) || defined(__i386__)
-  static const bool has = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-  return has;
-#else
-  return false;
+    __builtin_cpu_init();
+    f.avx2 = __builtin_cpu_supports("avx2");
+    f.fma = __builtin_cpu_supports("fma");
+    f.avx512f = __builtin_cpu_supports("avx512f");
+    f.avx512vl = __builtin_cpu_supports("avx512vl");
 #endif
+    return f;
+  }();
+  return features;
+}
+
+// FEATHER_ATTENTION_ISA, read once: kAuto when unset or empty; exits with status 2 on a bad value.
+AttentionIsa IsaFromEnvironment() {
+  static const AttentionIsa isa = [] {
+    const char* value = std::getenv("FEATHER_ATTENTION_ISA");
+    if (value == nullptr || *value == '\0') return AttentionIsa::kAuto;
+    for (const AttentionIsa candidate : kAllIsas) {
+      if (std::string_view(value) != AttentionIsaName(candidate)) continue;
+      if (!CpuSupports(candidate)) {
+        std::fprintf(stderr,
+                     "error: FEATHER_ATTENTION_ISA=%s: this CPU lacks %s (use auto, scalar or "
+                     "a supported one)\n",
+                     value, MissingFeature(candidate));
+        std::exit(2);
+      }
+      return candidate;
+    }
+    std::fprintf(stderr,
+                 "error: FEATHER_ATTENTION_ISA=%s: unknown (one of auto, scalar, avx2, avx512)\n",
+                 value);
+    std::exit(2);
+  }();
+  return isa;
 }
 
 // Narrows a batch's tile step to the rows some lane may see; returns false when none sees any.
@@ -87,22 +132,66 @@ void RunTile(const TileFn (*fns)[2], LaneScratch& scratch, uint32_t first, uint3
 
 }  // namespace
 
-void SetAttentionIsaForTesting(AttentionIsa isa) { forced_isa.store(isa); }
+const char* AttentionIsaName(AttentionIsa isa) {
+  switch (isa) {
+    case AttentionIsa::kAuto:
+      return "auto";
+    case AttentionIsa::kScalar:
+      return "scalar";
+    case AttentionIsa::kAvx2:
+      return "avx2";
+    case AttentionIsa::kAvx512:
+      return "avx512";
+  }
+  return "?";
+}
+
+const char* MissingFeature(AttentionIsa isa) {
+  const CpuFeatures& f = Features();
+  if (isa == AttentionIsa::kAvx2 || isa == AttentionIsa::kAvx512) {
+    if (!f.avx2) return "avx2";
+    if (!f.fma) return "fma";
+  }
+  if (isa == AttentionIsa::kAvx512 && !f.avx512f) return "avx512f";
+  if (isa == AttentionIsa::kAvx512 && !f.avx512vl) return "avx512vl";
+  return "";
+}
+
+bool CpuSupports(AttentionIsa isa) { return *MissingFeature(isa) == '\0'; }
+
+bool SetAttentionIsaForTesting(AttentionIsa isa) {
+  if (!CpuSupports(isa)) return false;
+  forced_isa.store(isa);
+  return true;
+}
 
 AttentionIsa ActiveAttentionIsa() {
-  const AttentionIsa forced = forced_isa.load(std::memory_order_relaxed);
-  if (forced == AttentionIsa::kScalar || !CpuHasAvx2Fma()) return AttentionIsa::kScalar;
-  return AttentionIsa::kAvx2;
+  AttentionIsa chosen = forced_isa.load(std::memory_order_relaxed);
+  if (chosen == AttentionIsa::kAuto) chosen = IsaFromEnvironment();
+  if (chosen != AttentionIsa::kAuto) return chosen;
+  if (CpuSupports(AttentionIsa::kAvx512)) return AttentionIsa::kAvx512;
+  if (CpuSupports(AttentionIsa::kAvx2)) return AttentionIsa::kAvx2;
+  return AttentionIsa::kScalar;
 }
 
 const TileKernels& ActiveTileKernels() {
-  return ActiveAttentionIsa() == AttentionIsa::kAvx2 ? Avx2TileKernels() : ScalarTileKernels();
+  switch (ActiveAttentionIsa()) {
+    case AttentionIsa::kAvx512:
+      return Avx512TileKernels();
+    case AttentionIsa::kAvx2:
+      return Avx2TileKernels();
+    default:
+      return ScalarTileKernels();
+  }
 }
 
-void LaneScratch::Reserve(uint32_t batches, uint32_t head_dim) {
-  constexpr size_t kAlignFloats = 8;  // 32 bytes: aligned AVX2 loads of q and o
+void LaneScratch::Reserve(uint32_t batches, uint32_t head_dim, const TileKernels& kernels,
+                          KvDtype dtype) {
+  constexpr size_t kAlignFloats = 16;  // 64 bytes: aligned AVX2 and AVX-512 loads of q and o
+  // A multiple of 16 floats (head_dim is a multiple of 8), so every batch stays 64-byte aligned.
   stride_ = 2 * size_t{kLanes} * head_dim + 2 * kLanes;
   head_dim_ = head_dim;
+  pair_group_ = kernels.pair_group[dtype == KvDtype::kFp32 ? 0 : 1];
   const size_t needed = size_t{batches} * stride_ + kAlignFloats;
   if (storage_.size() < needed) storage_.resize(needed);
   if (limits_.size() < size_t{batches} * kLanes) limits_.resize(size_t{batches} * kLanes);
@@ -121,7 +210,15 @@ void InitLane(LaneScratch& scratch, uint32_t b, uint32_t lane, const float* q, f
               uint32_t head_dim) {
   float* q_lane = scratch.Q(b) + size_t{lane} * head_dim;
   const float factor = scale * kLog2E;
-  for (uint32_t d = 0; d < head_dim; ++d) q_lane[d] = q[d] * factor;
+  const uint32_t group = scratch.PairGroup();
+  const uint32_t paired = group == 0 ? 0 : head_dim / group * group;
+  for (uint32_t c = 0; c < paired; c += group) {  // evens, then odds (TileKernels::pair_group)
+    for (uint32_t i = 0; i < group / 2; ++i) {
+      q_lane[c + i] = q[c + 2 * i] * factor;
+      q_lane[c + group / 2 + i] = q[c + 2 * i + 1] * factor;
+    }
+  }
+  for (uint32_t d = paired; d < head_dim; ++d) q_lane[d] = q[d] * factor;
   std::fill_n(scratch.O(b) + size_t{lane} * head_dim, head_dim, 0.0f);
   scratch.M(b)[lane] = kMinusInf;
   scratch.L(b)[lane] = 0;
@@ -147,7 +244,15 @@ void FinishLane(LaneScratch& scratch, uint32_t b, uint32_t lane, uint32_t head_d
     return;
   }
   const float inverse = 1.0f / sum;
-  for (uint32_t d = 0; d < head_dim; ++d) out[d] = o[d] * inverse;
+  const uint32_t group = scratch.PairGroup();
+  const uint32_t paired = group == 0 ? 0 : head_dim / group * group;
+  for (uint32_t c = 0; c < paired; c += group) {  // undoes InitLane's order
+    for (uint32_t i = 0; i < group / 2; ++i) {
+      out[c + 2 * i] = o[c + i] * inverse;
+      out[c + 2 * i + 1] = o[c + group / 2 + i] * inverse;
+    }
+  }
+  for (uint32_t d = paired; d < head_dim; ++d) out[d] = o[d] * inverse;
   if (lse != nullptr) *lse = (scratch.M(b)[lane] + std::log2(sum)) * kLn2;
 }
 

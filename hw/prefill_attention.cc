@@ -39,7 +39,7 @@ void RunPrefillTask(const PrefillAttentionParams& p, const attention_internal::T
   const uint32_t context = p.kv.SeqLen(r) - ChunkLen(p, r);
   const uint32_t batches = (lanes_total + kLanes - 1) / kLanes;
   LaneScratch& scratch = ThreadLaneScratch();
-  scratch.Reserve(batches, dim);
+  scratch.Reserve(batches, dim, kernels, p.kv.layout.dtype);
   for (uint32_t lane = 0; lane < lanes_total; ++lane) {
     const uint32_t token = first + lane / group;
     const size_t head = (size_t{row_offset} + token) * p.num_heads + g * group + lane % group;

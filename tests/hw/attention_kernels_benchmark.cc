@@ -22,7 +22,10 @@
 //   build-kernels/tests/attention_kernels_benchmark --benchmark_repetitions=3
 //     --benchmark_report_aggregates_only=true
 //     --benchmark_filter='ReadBandwidth/threads:2|PagedDecode/.*/shared:0/threads:2'
-// OpenMP is private to feather_hw, so the bandwidth loop here uses std::thread.
+// Every kernel benchmark's label says the tile step it ran (isa=avx512|avx2|scalar, the widest
+// the CPU supports unless FEATHER_ATTENTION_ISA=... forces one, e.g. to compare the AVX2 and the
+// AVX-512 step on one machine). OpenMP is private to feather_hw, so the bandwidth loop here uses
+// std::thread.
 #include <benchmark/benchmark.h>
 #include <sys/mman.h>
 
@@ -36,13 +39,13 @@
 #include <thread>
 #include <vector>
 
+#include "base/rng.h"
 #include "hw/attention_internal.h"
 #include "hw/attention_reference.h"
 #include "hw/cascade_attention.h"
 #include "hw/decode_attention.h"
 #include "hw/paged_kv.h"
 #include "hw/prefill_attention.h"
-#include "base/rng.h"
 
 namespace feather::hw {
 namespace {
@@ -50,10 +53,9 @@ namespace {
 constexpr uint32_t kBlockTokens = 16;
 constexpr float kVerifyTolerance = 1e-4f;
 
+// The tile step in use (FEATHER_ATTENTION_ISA=scalar|avx2|avx512 forces one for the run).
 std::string IsaName() {
-  return attention_internal::ActiveAttentionIsa() == attention_internal::AttentionIsa::kAvx2
-             ? "avx2"
-             : "scalar";
+  return attention_internal::AttentionIsaName(attention_internal::ActiveAttentionIsa());
 }
 
 struct FreeDeleter {

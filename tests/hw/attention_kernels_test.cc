@@ -13,6 +13,8 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <limits>
 #include <numeric>
 #include <span>
@@ -20,13 +22,13 @@
 #include <tuple>
 #include <vector>
 
+#include "base/rng.h"
 #include "hw/attention_internal.h"
 #include "hw/attention_reference.h"
 #include "hw/cascade_attention.h"
 #include "hw/decode_attention.h"
 #include "hw/paged_kv.h"
 #include "hw/prefill_attention.h"
-#include "base/rng.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <xmmintrin.h>
@@ -41,10 +43,18 @@ constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 constexpr float kAbsTolerance = 3e-5f;
 constexpr float kRelTolerance = 1e-5f;
 
-// Forces one tile step for the life of the object.
+// Every tile step there is; the tests run those the CPU supports and name the others as skipped.
+constexpr AttentionIsa kIsas[] = {AttentionIsa::kScalar, AttentionIsa::kAvx2,
+                                  AttentionIsa::kAvx512};
+
+// Forces one tile step for the life of the object; the CPU must support it (checked).
 class ScopedIsa {
  public:
-  explicit ScopedIsa(AttentionIsa isa) { attention_internal::SetAttentionIsaForTesting(isa); }
+  explicit ScopedIsa(AttentionIsa isa) {
+    const bool forced = attention_internal::SetAttentionIsaForTesting(isa);
+    EXPECT_TRUE(forced) << "could not force " << attention_internal::AttentionIsaName(isa);
+    if (isa != AttentionIsa::kAuto) EXPECT_EQ(attention_internal::ActiveAttentionIsa(), isa);
+  }
   ~ScopedIsa() { attention_internal::SetAttentionIsaForTesting(AttentionIsa::kAuto); }
   ScopedIsa(const ScopedIsa&) = delete;
   ScopedIsa& operator=(const ScopedIsa&) = delete;
@@ -239,18 +249,77 @@ TEST(AppendKvTest, WritesTokensThroughTheBlockTableInThePoolDtype) {
 
 // --- Dispatch -------------------------------------------------------------------------------
 
-TEST(AttentionIsaTest, ScalarCanBeForcedAndAutoPicksAvx2WhereAvailable) {
-  {
-    ScopedIsa scalar(AttentionIsa::kScalar);
-    EXPECT_EQ(attention_internal::ActiveAttentionIsa(), AttentionIsa::kScalar);
+// The ISAs of kIsas this CPU supports; the others are printed as skipped, naming what is missing.
+std::vector<AttentionIsa> SupportedIsas() {
+  std::vector<AttentionIsa> isas;
+  for (const AttentionIsa isa : kIsas) {
+    if (attention_internal::CpuSupports(isa)) {
+      isas.push_back(isa);
+    } else {
+      std::printf("[ SKIPPED  ] tile step %s: this CPU lacks %s\n",
+                  attention_internal::AttentionIsaName(isa),
+                  attention_internal::MissingFeature(isa));
+    }
   }
+  return isas;
+}
+
+TEST(AttentionIsaTest, SupportedPathsCanBeForcedAndAutoPicksTheWidest) {
+  for (const AttentionIsa isa : SupportedIsas()) {
+    ScopedIsa forced(isa);
+    EXPECT_EQ(attention_internal::ActiveAttentionIsa(), isa);
+  }
+  AttentionIsa widest = AttentionIsa::kScalar;
 #if defined(__x86_64__)
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    EXPECT_EQ(attention_internal::ActiveAttentionIsa(), AttentionIsa::kAvx2);
-  } else {
-    EXPECT_EQ(attention_internal::ActiveAttentionIsa(), AttentionIsa::kScalar);
+    widest = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")
+                 ? AttentionIsa::kAvx512
+                 : AttentionIsa::kAvx2;
   }
 #endif
+  if (std::getenv("FEATHER_ATTENTION_ISA") == nullptr) {
+    EXPECT_EQ(attention_internal::ActiveAttentionIsa(), widest);
+  }
+}
+
+TEST(AttentionIsaTest, UnsupportedPathsAreRefusedAndNamed) {
+  EXPECT_TRUE(attention_internal::CpuSupports(AttentionIsa::kScalar));
+  EXPECT_STREQ(attention_internal::MissingFeature(AttentionIsa::kScalar), "");
+  for (const AttentionIsa isa : kIsas) {
+    if (attention_internal::CpuSupports(isa)) continue;
+    const AttentionIsa before = attention_internal::ActiveAttentionIsa();
+    EXPECT_FALSE(attention_internal::SetAttentionIsaForTesting(isa));
+    EXPECT_EQ(attention_internal::ActiveAttentionIsa(), before);
+    EXPECT_STRNE(attention_internal::MissingFeature(isa), "");
+  }
+  EXPECT_STREQ(attention_internal::AttentionIsaName(AttentionIsa::kAvx512), "avx512");
+}
+
+// FEATHER_ATTENTION_ISA is read once per process, so each case runs in a fresh child process.
+TEST(AttentionIsaDeathTest, EnvironmentVariableForcesAPathAndRejectsBadValues) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("FEATHER_ATTENTION_ISA", "scalar", 1);
+        std::exit(attention_internal::ActiveAttentionIsa() == AttentionIsa::kScalar ? 3 : 4);
+      },
+      ::testing::ExitedWithCode(3), "");
+  EXPECT_EXIT(
+      {
+        setenv("FEATHER_ATTENTION_ISA", "avx9", 1);
+        (void)attention_internal::ActiveAttentionIsa();
+      },
+      ::testing::ExitedWithCode(2), "FEATHER_ATTENTION_ISA=avx9: unknown");
+  for (const AttentionIsa isa : kIsas) {
+    if (attention_internal::CpuSupports(isa)) continue;
+    const std::string name = attention_internal::AttentionIsaName(isa);
+    EXPECT_EXIT(
+        {
+          setenv("FEATHER_ATTENTION_ISA", name.c_str(), 1);
+          (void)attention_internal::ActiveAttentionIsa();
+        },
+        ::testing::ExitedWithCode(2), "FEATHER_ATTENTION_ISA=" + name + ": this CPU lacks");
+  }
 }
 
 // --- Decode, shared prefix, cascade, prefill: differential over shapes ------------------------
@@ -276,13 +345,20 @@ class AttentionKernelsTest : public ::testing::TestWithParam<KernelShape> {
     return Pools(rng, blocks, kv_heads, head_dim(), block_tokens, dtype());
   }
   uint32_t NumHeads(const Pools& pools) const { return pools.layout().kv_heads * group(); }
+
+  void SetUp() override {
+    if (!attention_internal::CpuSupports(isa())) {
+      GTEST_SKIP() << "tile step " << attention_internal::AttentionIsaName(isa())
+                   << ": this CPU lacks " << attention_internal::MissingFeature(isa());
+    }
+  }
 };
 
 std::string ShapeName(const ::testing::TestParamInfo<KernelShape>& info) {
   const auto& [dtype, dim, group, threads, isa] = info.param;
   return std::string(dtype == KvDtype::kFp32 ? "fp32" : "bf16") + "_d" + std::to_string(dim) +
-         "_g" + std::to_string(group) + "_t" + std::to_string(threads) +
-         (isa == AttentionIsa::kScalar ? "_scalar" : "_avx2");
+         "_g" + std::to_string(group) + "_t" + std::to_string(threads) + "_" +
+         attention_internal::AttentionIsaName(isa);
 }
 
 // A request length: often not a multiple of 16, sometimes empty or one token, sometimes long
@@ -493,8 +569,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionKernelsTest,
                          ::testing::Combine(::testing::Values(KvDtype::kFp32, KvDtype::kBf16),
                                             ::testing::Values(64u, 128u),
                                             ::testing::Values(1u, 4u, 7u), ::testing::Values(1, 2),
-                                            ::testing::Values(AttentionIsa::kScalar,
-                                                              AttentionIsa::kAvx2)),
+                                            ::testing::ValuesIn(kIsas)),
                          ShapeName);
 
 // Other head dims (any multiple of 8), wider groups (more than one lane batch per kv head), more
@@ -505,27 +580,31 @@ TEST(AttentionKernelsOddShapesTest, DecodeHandlesOtherHeadDimsGroupsAndKvHeads) 
   };
   const std::vector<Shape> shapes = {{8, 3, 1, 16},  {24, 9, 2, 16}, {40, 16, 1, 8},
                                      {96, 2, 3, 16}, {256, 5, 1, 4}, {64, 1, 8, 32}};
-  for (const AttentionIsa isa : {AttentionIsa::kScalar, AttentionIsa::kAvx2}) {
+  for (const AttentionIsa isa : SupportedIsas()) {
     ScopedIsa forced(isa);
     DecodeWorkspace workspace;
     for (const Shape& shape : shapes) {
-      Rng rng(shape.dim * 7 + shape.group);
-      const std::vector<uint32_t> lengths = {1, 33, 290, 700};
-      uint32_t blocks = 0;
-      for (const uint32_t end : lengths) blocks += BlocksFor(end, shape.block_tokens);
-      Pools pools(rng, blocks, shape.kv_heads, shape.dim, shape.block_tokens, KvDtype::kFp32);
-      Batch batch;
-      for (const uint32_t end : lengths) {
-        batch.Add(pools.Take(BlocksFor(end, shape.block_tokens)), 0, end);
-      }
-      batch.Finish(shape.block_tokens);
-      const uint32_t heads = shape.group * shape.kv_heads;
-      const auto q = RandomFloats(rng, size_t{batch.size()} * heads * shape.dim, 1.0f);
-      for (const int threads : {1, 2}) {
-        ExpectDecodeMatchesReference(DecodeParams(pools, batch, heads, q, threads), workspace,
-                                     "dim " + std::to_string(shape.dim) + " group " +
-                                         std::to_string(shape.group) + " kv heads " +
-                                         std::to_string(shape.kv_heads));
+      for (const KvDtype dtype : {KvDtype::kFp32, KvDtype::kBf16}) {
+        Rng rng(shape.dim * 7 + shape.group);
+        const std::vector<uint32_t> lengths = {1, 33, 290, 700};
+        uint32_t blocks = 0;
+        for (const uint32_t end : lengths) blocks += BlocksFor(end, shape.block_tokens);
+        Pools pools(rng, blocks, shape.kv_heads, shape.dim, shape.block_tokens, dtype);
+        Batch batch;
+        for (const uint32_t end : lengths) {
+          batch.Add(pools.Take(BlocksFor(end, shape.block_tokens)), 0, end);
+        }
+        batch.Finish(shape.block_tokens);
+        const uint32_t heads = shape.group * shape.kv_heads;
+        const auto q = RandomFloats(rng, size_t{batch.size()} * heads * shape.dim, 1.0f);
+        for (const int threads : {1, 2}) {
+          ExpectDecodeMatchesReference(DecodeParams(pools, batch, heads, q, threads), workspace,
+                                       std::string(attention_internal::AttentionIsaName(isa)) +
+                                           (dtype == KvDtype::kFp32 ? " fp32" : " bf16") + " dim " +
+                                           std::to_string(shape.dim) + " group " +
+                                           std::to_string(shape.group) + " kv heads " +
+                                           std::to_string(shape.kv_heads));
+        }
       }
     }
   }
@@ -613,7 +692,7 @@ TEST(AttentionPropertyTest, SplitAndMergeEqualsWholeRangeAndIsasAgree) {
 // with FTZ|DAZ set equal those without.
 TEST(AttentionPropertyTest, FlushToZeroDoesNotChangeResults) {
 #if defined(__x86_64__) || defined(__i386__)
-  for (const AttentionIsa isa : {AttentionIsa::kScalar, AttentionIsa::kAvx2}) {
+  for (const AttentionIsa isa : SupportedIsas()) {
     ScopedIsa forced(isa);
     Rng rng(5);
     Pools pools(rng, 40, 1, 64, 16, KvDtype::kFp32);

@@ -1,0 +1,402 @@
+// attention_tile_simd.h: the vectorized tile step of the CPU attention kernels
+// (attention_internal.h), written once over a small vector-traits struct and instantiated per
+// instruction set: AVX2+FMA (decode_attention_avx2.cc) and AVX-512 (decode_attention_avx512.cc).
+// Private to those translation units, each compiled with its own target flags; everything here
+// sits in an unnamed namespace on purpose, so that each includes its own copy: an inline function
+// shared by name could otherwise be emitted with AVX-512 code and kept by the linker for the AVX2
+// path too. The instantiations differ only in their traits; the AVX2 one is what the tests run on
+// an AVX2 machine, and the AVX-512 one reuses every line of it apart from the traits.
+//
+// A tile step for a batch of kL query vectors and n ≤ 16 KV rows:
+//   scores: rows × lanes dot products, kT rows at a time so each query load feeds kT FMAs; the
+//     kL accumulators of a row fold to 8 floats and reduce (hadd tree) into one register, one lane
+//     per query (two rows per register when kL ≤ 4);
+//   softmax: vectorized across the lanes (max, base-2 exp, running sum), always 8 wide;
+//   values: o[lane] = o·alpha + Σ_rows p·v, kCb column chunks at a time held in registers.
+// Query and output rows stay in L1 (a batch is ≤ 8 × head_dim × 4 bytes each), the KV tile is
+// read once per batch from L1/L2, once per kernel from memory, and while it is processed the
+// next tile is prefetched at the pace of the reads (TileArgs::next_k). Measured on the Zen 3 VM
+// this was written on: ~70 cycles per token for 4 lanes at head dim 64 with the KV in L2 (the
+// FMAs alone need 32), ~23 GB/s per core for fp32 — well above a core's share of DRAM bandwidth.
+//
+// Traits. A traits struct V describes one way of turning a chunk of KV elements into fp32
+// vectors and of doing arithmetic on them:
+//   Vec, kWidth (floats per Vec), kElemBytes (KV element size), kParts, kChunk = kWidth · kParts;
+//   LoadKv<part>(base, index): part `part` (< kParts) of the chunk of kChunk KV elements at
+//     base[index];
+//   Zero, Set1, Load / Store (q and o rows in the lane scratch), Fma, Mul, Pin (keep a value in
+//     a register), ToYmm (the sum of a Vec's 8-float halves: what the 8-wide reduction takes);
+//   RowsPerStep / ChunksPerStep: register blocking by lanes, within the ISA's register file.
+// kParts = 1: a chunk widens to one Vec in natural order (fp32 rows; bf16 by zero-extension).
+// kParts = 2 ("pairs", bf16 only): one load of 2·kWidth bf16 is kWidth 32-bit words, each an
+// (even, odd) element pair; the odd elements as fp32 are the words with the low half cleared
+// (one AND), the even ones the words shifted left by 16 (one shift), so every kWidth elements
+// cost one integer op before their FMA instead of a zero-extension and a shift. The dot product
+// does not care about element order, but q and the output accumulator o must be stored in the
+// same order: within each group of kChunk columns, the even columns first, then the odd ones
+// (InitLane / FinishLane apply and undo it; TileKernels::pair_group says the group size).
+// Head dims that are not a multiple of kChunk end with a natural-order tail of 8-column chunks
+// done with the 8-wide traits T (the tile's second traits argument).
+#pragma once
+
+#include <immintrin.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <utility>
+
+#include "hw/attention_internal.h"
+
+namespace feather::hw::attention_internal {
+namespace {  // NOLINT(cert-dcl59-cpp,google-build-namespaces): one copy per ISA, see above
+
+// --- 8-wide traits (AVX2 + FMA) ------------------------------------------------------------
+
+struct Avx2Base {
+  using Vec = __m256;
+  static constexpr uint32_t kWidth = 8;
+  static Vec Zero() { return _mm256_setzero_ps(); }
+  static Vec Set1(float x) { return _mm256_set1_ps(x); }
+  static Vec Load(const float* p) { return _mm256_load_ps(p); }  // lane scratch: 32-byte aligned
+  static void Store(float* p, Vec v) { _mm256_store_ps(p, v); }
+  static Vec Fma(Vec a, Vec b, Vec c) { return _mm256_fmadd_ps(a, b, c); }
+  static Vec Mul(Vec a, Vec b) { return _mm256_mul_ps(a, b); }
+  static void Pin(Vec& v) { __asm__("" : "+x"(v)); }
+  static __m256 ToYmm(Vec v) { return v; }
+  // kT·kL accumulators, kT keys and a query within 16 ymm registers; kCb·kL accumulators, kCb
+  // values and a broadcast p.
+  static constexpr int RowsPerStep(int lanes) {
+    constexpr int kRows[kLanes] = {4, 4, 3, 2, 2, 2, 1, 1};
+    return kRows[lanes - 1];
+  }
+  static constexpr int ChunksPerStep(int lanes) {
+    constexpr int kChunks[kLanes] = {4, 4, 2, 2, 2, 2, 1, 1};
+    return kChunks[lanes - 1];
+  }
+};
+
+struct Avx2Fp32 : Avx2Base {
+  static constexpr uint32_t kElemBytes = 4;
+  static constexpr uint32_t kParts = 1;
+  static constexpr uint32_t kChunk = kWidth;
+  template <uint32_t kPart>
+  static Vec LoadKv(const void* base, size_t index) {
+    return _mm256_loadu_ps(static_cast<const float*>(base) + index);
+  }
+};
+
+// bf16 in natural order: zero-extend 8 elements to 32 bits, shift into the high half.
+struct Avx2Bf16 : Avx2Base {
+  static constexpr uint32_t kElemBytes = 2;
+  static constexpr uint32_t kParts = 1;
+  static constexpr uint32_t kChunk = kWidth;
+  template <uint32_t kPart>
+  static Vec LoadKv(const void* base, size_t index) {
+    const __m128i half = _mm_loadu_si128(
+        reinterpret_cast<const __m128i*>(static_cast<const uint16_t*>(base) + index));
+    return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(half), 16));
+  }
+};
+
+// bf16 pairs: 16 elements per load, even ones by a shift, odd ones by an AND.
+struct Avx2Bf16Pairs : Avx2Base {
+  static constexpr uint32_t kElemBytes = 2;
+  static constexpr uint32_t kParts = 2;
+  static constexpr uint32_t kChunk = 2 * kWidth;
+  template <uint32_t kPart>
+  static Vec LoadKv(const void* base, size_t index) {
+    const auto* words = static_cast<const uint16_t*>(base) + index;
+    if constexpr (kPart == 0) {
+      const __m256i raw = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(words));
+      return _mm256_castsi256_ps(_mm256_slli_epi32(raw, 16));
+    } else {
+      const __m256 high = _mm256_castsi256_ps(_mm256_set1_epi32(static_cast<int>(0xFFFF0000u)));
+      return _mm256_and_ps(_mm256_loadu_ps(reinterpret_cast<const float*>(words)), high);
+    }
+  }
+};
+
+// --- Lane-wise pieces, always 8 wide ---------------------------------------------------------
+
+// 2^x, relative error ~2e-7 (Cephes exp2f polynomial on [−0.5, 0.5]); x ≤ −127 (−inf too) gives
+// exactly 0 because the exponent field is then 0, so no denormal is ever produced.
+inline __m256 Exp2(__m256 x) {
+  x = _mm256_max_ps(x, _mm256_set1_ps(-127.0f));
+  x = _mm256_min_ps(x, _mm256_set1_ps(127.0f));
+  const __m256 n = _mm256_round_ps(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m256 f = _mm256_sub_ps(x, n);
+  __m256 p = _mm256_set1_ps(1.535336188319500e-4f);
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.339887440266574e-3f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(9.618437357674640e-3f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(5.550332471162809e-2f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(2.402264791363012e-1f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(6.931472028550421e-1f));
+  p = _mm256_fmadd_ps(p, f, _mm256_set1_ps(1.0f));
+  const __m256i bits =
+      _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
+}
+
+// Prefetches the cache lines of base[begin, end) (base may be null: nothing to fetch).
+inline void PrefetchLines(const void* base, size_t begin, size_t end) {
+  if (base == nullptr) return;
+  const char* bytes = static_cast<const char*>(base);
+  for (size_t offset = begin & ~size_t{63}; offset < end; offset += 64) {
+    _mm_prefetch(bytes + offset, _MM_HINT_T0);
+  }
+}
+
+// Scores live token-major in a small buffer, kStride floats per token: 4 when a batch has at most
+// 4 lanes, so that one register holds two tokens and the softmax evaluates half as many
+// exponentials; 8 otherwise.
+constexpr int ScoreStride(int lanes) { return lanes <= 4 ? 4 : 8; }
+
+// Lane j of the result = the horizontal sum of in[j].
+inline __m256 Reduce8(const __m256* in) {
+  const __m256 h0123 = _mm256_hadd_ps(_mm256_hadd_ps(in[0], in[1]), _mm256_hadd_ps(in[2], in[3]));
+  const __m256 h4567 = _mm256_hadd_ps(_mm256_hadd_ps(in[4], in[5]), _mm256_hadd_ps(in[6], in[7]));
+  return _mm256_add_ps(_mm256_permute2f128_ps(h0123, h4567, 0x20),
+                       _mm256_permute2f128_ps(h0123, h4567, 0x31));
+}
+inline __m128 Reduce4(const __m256* in) {
+  const __m256 h0123 = _mm256_hadd_ps(_mm256_hadd_ps(in[0], in[1]), _mm256_hadd_ps(in[2], in[3]));
+  return _mm_add_ps(_mm256_castps256_ps128(h0123), _mm256_extractf128_ps(h0123, 1));
+}
+
+// Online-softmax update across the lanes: masks, turns s into p = 2^(s − m_new), updates m and l
+// and leaves the rescale factor of o in alpha. With kStride 4 each register holds tokens 2i and
+// 2i + 1 (lanes 0–3 and 4–7), and the two halves are folded together for the max and the sum.
+template <int kStride, bool kMasked>
+inline void SoftmaxRows(const TileArgs& args, float* s, float* alpha) {
+  constexpr bool kPacked = kStride == 4;
+  const __m256 minus_inf = _mm256_set1_ps(-__builtin_inff());
+  const uint32_t n = args.tokens;
+  if (kPacked && (n & 1) != 0) _mm_storeu_ps(s + size_t{n} * 4, _mm256_castps256_ps128(minus_inf));
+  const uint32_t vectors = kPacked ? (n + 1) / 2 : n;
+  __m256i limit = _mm256_setzero_si256();
+  __m256i token = _mm256_setzero_si256();  // token index of each lane of vector i, from i = 0
+  if constexpr (kMasked) {
+    if constexpr (kPacked) {
+      limit = _mm256_broadcastsi128_si256(
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(args.limit)));
+      token = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
+    } else {
+      limit = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(args.limit));
+    }
+  }
+  __m256 max_even = minus_inf, max_odd = minus_inf;  // two chains: the max is exact either way
+  for (uint32_t i = 0; i < vectors; ++i) {
+    __m256 scores = _mm256_load_ps(s + size_t{i} * 8);
+    if constexpr (kMasked) {
+      const __m256i visible = _mm256_cmpgt_epi32(limit, token);
+      scores = _mm256_blendv_ps(minus_inf, scores, _mm256_castsi256_ps(visible));
+      _mm256_store_ps(s + size_t{i} * 8, scores);
+      token = _mm256_add_epi32(token, _mm256_set1_epi32(kPacked ? 2 : 1));
+    }
+    if (i % 2 == 0) {
+      max_even = _mm256_max_ps(max_even, scores);
+    } else {
+      max_odd = _mm256_max_ps(max_odd, scores);
+    }
+  }
+  __m256 tile_max = _mm256_max_ps(max_even, max_odd);
+  __m256 m_old, l_old;
+  if constexpr (kPacked) {
+    tile_max = _mm256_max_ps(tile_max, _mm256_permute2f128_ps(tile_max, tile_max, 1));
+    m_old = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(args.m));
+    l_old = _mm256_broadcast_ps(reinterpret_cast<const __m128*>(args.l));
+  } else {
+    m_old = _mm256_loadu_ps(args.m);
+    l_old = _mm256_loadu_ps(args.l);
+  }
+  const __m256 m_new = _mm256_max_ps(m_old, tile_max);
+  // A lane that has seen no token yet keeps m = −inf; subtract 0 there instead (−inf − −inf).
+  const __m256 m_use = _mm256_andnot_ps(_mm256_cmp_ps(m_new, minus_inf, _CMP_EQ_OQ), m_new);
+  const __m256 rescale = Exp2(_mm256_sub_ps(m_old, m_use));
+  _mm256_store_ps(alpha, rescale);
+  __m256 sum_even = _mm256_setzero_ps(), sum_odd = _mm256_setzero_ps();
+  for (uint32_t i = 0; i < vectors; ++i) {
+    const __m256 p = Exp2(_mm256_sub_ps(_mm256_load_ps(s + size_t{i} * 8), m_use));
+    _mm256_store_ps(s + size_t{i} * 8, p);
+    if (i % 2 == 0) {
+      sum_even = _mm256_add_ps(sum_even, p);
+    } else {
+      sum_odd = _mm256_add_ps(sum_odd, p);
+    }
+  }
+  __m256 sum = _mm256_add_ps(sum_even, sum_odd);
+  if constexpr (kPacked) sum = _mm256_add_ps(sum, _mm256_permute2f128_ps(sum, sum, 1));
+  const __m256 l_new = _mm256_fmadd_ps(l_old, rescale, sum);
+  if constexpr (kPacked) {
+    _mm_storeu_ps(args.m, _mm256_castps256_ps128(m_new));
+    _mm_storeu_ps(args.l, _mm256_castps256_ps128(l_new));
+  } else {
+    _mm256_storeu_ps(args.m, m_new);
+    _mm256_storeu_ps(args.l, l_new);
+  }
+}
+
+// Scores of KV rows [row, row + kT) against the kL queries for the columns [c, c + V::kChunk):
+// one part at a time, so that a part's keys and one query fill the registers.
+template <class V, int kL, int kT, uint32_t kPart>
+inline void ScorePart(const float* q, const void* k, size_t base, uint32_t dim, uint32_t c,
+                      typename V::Vec (&acc)[kT][kL]) {
+  typename V::Vec keys[kT];
+  for (int t = 0; t < kT; ++t) {
+    keys[t] = V::template LoadKv<kPart>(k, base + static_cast<size_t>(t) * dim + c);
+  }
+  for (int j = 0; j < kL; ++j) {
+    typename V::Vec qj = V::Load(q + static_cast<size_t>(j) * dim + c + kPart * V::kWidth);
+    // Keep q in a register: folded into each FMA it would be loaded kT times.
+    if constexpr (kT > 1) V::Pin(qj);
+    for (int t = 0; t < kT; ++t) acc[t][j] = V::Fma(qj, keys[t], acc[t][j]);
+  }
+}
+
+template <class V, int kL, int kT>
+inline void ScoreChunk(const float* q, const void* k, size_t base, uint32_t dim, uint32_t c,
+                       typename V::Vec (&acc)[kT][kL]) {
+  ScorePart<V, kL, kT, 0>(q, k, base, dim, c, acc);
+  if constexpr (V::kParts == 2) ScorePart<V, kL, kT, 1>(q, k, base, dim, c, acc);
+}
+
+// Scores of KV rows [row, row + kT) against the kL queries, into s[row · stride ..]: columns
+// [0, main) with the traits M, the natural-order tail with T (8 wide).
+template <class M, class T, int kL, int kT>
+inline void ScoreRows(const float* q, const void* k, uint32_t row, uint32_t dim, float* s) {
+  const uint32_t main = dim / M::kChunk * M::kChunk;
+  const size_t base = size_t{row} * dim;
+  typename M::Vec wide[kT][kL];
+  for (int t = 0; t < kT; ++t) {
+    for (int j = 0; j < kL; ++j) wide[t][j] = M::Zero();
+  }
+  for (uint32_t c = 0; c < main; c += M::kChunk) ScoreChunk<M, kL, kT>(q, k, base, dim, c, wide);
+  __m256 acc[kT][kL];
+  for (int t = 0; t < kT; ++t) {
+    for (int j = 0; j < kL; ++j) acc[t][j] = M::ToYmm(wide[t][j]);
+  }
+  for (uint32_t c = main; c < dim; c += T::kChunk) ScoreChunk<T, kL, kT>(q, k, base, dim, c, acc);
+  const __m256 zero = _mm256_setzero_ps();
+  constexpr int kStride = ScoreStride(kL);
+  float* out = s + size_t{row} * kStride;
+  if constexpr (kStride == 8) {
+    for (int t = 0; t < kT; ++t) {
+      __m256 in[8];
+      for (int j = 0; j < 8; ++j) in[j] = j < kL ? acc[t][j] : zero;
+      _mm256_storeu_ps(out + t * 8, Reduce8(in));
+    }
+  } else {
+    int t = 0;
+    for (; t + 1 < kT; t += 2) {  // two tokens' sums in one register
+      __m256 in[8];
+      for (int j = 0; j < 4; ++j) {
+        in[j] = j < kL ? acc[t][j] : zero;
+        in[4 + j] = j < kL ? acc[t + 1][j] : zero;
+      }
+      _mm256_storeu_ps(out + t * 4, Reduce8(in));
+    }
+    if constexpr (kT % 2 == 1) {
+      __m256 in[4];
+      for (int j = 0; j < 4; ++j) in[j] = j < kL ? acc[kT - 1][j] : zero;
+      _mm_storeu_ps(out + (kT - 1) * 4, Reduce4(in));
+    }
+  }
+}
+
+// Scores rows [row, tokens) kT rows at a time, then the rest with smaller steps. Each step also
+// prefetches the same rows of this tile's V and of the next tile's K (see TileArgs::next_k).
+template <class M, class T, int kL, int kT>
+inline void ScoreRowsFrom(const TileArgs& args, uint32_t row, float* s) {
+  const size_t row_bytes = size_t{args.head_dim} * M::kElemBytes;
+  for (; row + kT <= args.tokens; row += kT) {
+    PrefetchLines(args.v, row * row_bytes, (row + kT) * row_bytes);
+    PrefetchLines(args.next_k, row * row_bytes, (row + kT) * row_bytes);
+    ScoreRows<M, T, kL, kT>(args.q, args.k, row, args.head_dim, s);
+  }
+  if constexpr (kT > 1) ScoreRowsFrom<M, T, kL, kT / 2>(args, row, s);
+}
+
+// One part of kCb chunks from column `col`: o[lane][..] = o·alpha + Σ_t p[t][lane]·v[t][..].
+template <class V, int kL, int kCb, uint32_t kPart>
+inline void AccumulatePart(const TileArgs& args, const float* p, const float* alpha, uint32_t col) {
+  const uint32_t dim = args.head_dim;
+  typename V::Vec acc[kL][kCb];
+  for (int j = 0; j < kL; ++j) {
+    const typename V::Vec scale = V::Set1(alpha[j]);
+    for (int b = 0; b < kCb; ++b) {
+      acc[j][b] = V::Mul(
+          V::Load(args.o + static_cast<size_t>(j) * dim + col + b * V::kChunk + kPart * V::kWidth),
+          scale);
+    }
+  }
+  for (uint32_t t = 0; t < args.tokens; ++t) {
+    if constexpr (kPart == 0) {
+      // One slice of the next tile's V (and of the K after it) per row of this pass, in address
+      // order (measured ~15% faster from DRAM than the columns this pass reads, a row apart).
+      constexpr size_t kSlice = size_t{V::kChunk} * kCb * V::kElemBytes;
+      const size_t ahead = (size_t{col} / (V::kChunk * kCb) * args.tokens + t) * kSlice;
+      PrefetchLines(args.next_v, ahead, ahead + kSlice);
+      PrefetchLines(args.after_k, ahead, ahead + kSlice);
+    }
+    typename V::Vec values[kCb];
+    for (int b = 0; b < kCb; ++b) {
+      values[b] = V::template LoadKv<kPart>(args.v, size_t{t} * dim + col + b * V::kChunk);
+    }
+    for (int j = 0; j < kL; ++j) {
+      const typename V::Vec pj = V::Set1(p[size_t{t} * ScoreStride(kL) + j]);
+      for (int b = 0; b < kCb; ++b) acc[j][b] = V::Fma(pj, values[b], acc[j][b]);
+    }
+  }
+  for (int j = 0; j < kL; ++j) {
+    for (int b = 0; b < kCb; ++b) {
+      V::Store(args.o + static_cast<size_t>(j) * dim + col + b * V::kChunk + kPart * V::kWidth,
+               acc[j][b]);
+    }
+  }
+}
+
+// Columns [col, end) kCb chunks at a time, then the rest with smaller steps; returns the first
+// column it did not reach (end minus less than one chunk).
+template <class V, int kL, int kCb>
+inline uint32_t AccumulateValuesFrom(const TileArgs& args, const float* p, const float* alpha,
+                                     uint32_t col, uint32_t end) {
+  for (; col + V::kChunk * kCb <= end; col += V::kChunk * kCb) {
+    AccumulatePart<V, kL, kCb, 0>(args, p, alpha, col);
+    if constexpr (V::kParts == 2) AccumulatePart<V, kL, kCb, 1>(args, p, alpha, col);
+  }
+  if constexpr (kCb > 1) return AccumulateValuesFrom<V, kL, kCb / 2>(args, p, alpha, col, end);
+  return col;
+}
+
+// The tile step: traits M for the columns [0, head_dim / M::kChunk · M::kChunk), T (8 wide,
+// natural order) for the rest.
+template <class M, class T, int kL, bool kMasked>
+void TileSimd(const TileArgs& args) {
+  static_assert(T::kChunk == 8 && T::kParts == 1 && M::kElemBytes == T::kElemBytes);
+  alignas(32) float s[kTileTokens * kLanes];
+  alignas(32) float alpha[kLanes];
+  ScoreRowsFrom<M, T, kL, M::RowsPerStep(kL)>(args, 0, s);
+  SoftmaxRows<ScoreStride(kL), kMasked>(args, s, alpha);
+  const uint32_t main = args.head_dim / M::kChunk * M::kChunk;
+  const uint32_t col = AccumulateValuesFrom<M, kL, M::ChunksPerStep(kL)>(args, s, alpha, 0, main);
+  AccumulateValuesFrom<T, kL, T::ChunksPerStep(kL)>(args, s, alpha, col, args.head_dim);
+}
+
+template <class M, class T, size_t... kI>
+constexpr void FillRow(TileFn (&row)[kLanes][2], std::index_sequence<kI...>) {
+  ((row[kI][0] = &TileSimd<M, T, kI + 1, false>, row[kI][1] = &TileSimd<M, T, kI + 1, true>), ...);
+}
+
+// The kernel table of one ISA: fp32 with (Fp32, Fp32Tail), bf16 with (Bf16, Bf16Tail).
+template <class Fp32, class Fp32Tail, class Bf16, class Bf16Tail>
+constexpr TileKernels MakeSimdKernels() {
+  TileKernels kernels{};
+  FillRow<Fp32, Fp32Tail>(kernels.fn[0], std::make_index_sequence<kLanes>());
+  FillRow<Bf16, Bf16Tail>(kernels.fn[1], std::make_index_sequence<kLanes>());
+  kernels.pair_group[0] = Fp32::kParts == 2 ? Fp32::kChunk : 0;
+  kernels.pair_group[1] = Bf16::kParts == 2 ? Bf16::kChunk : 0;
+  return kernels;
+}
+
+}  // namespace
+}  // namespace feather::hw::attention_internal
