@@ -12,6 +12,7 @@ namespace {
 
 constexpr int kSeqBits = 40;
 constexpr uint64_t kSeqMask = (uint64_t{1} << kSeqBits) - 1;
+constexpr bool kFast = true;
 constexpr uint32_t kPrefetchAhead = 4;  // run entries whose nodes RefreshBest fetches early
 
 // (chunks, insertion order) as one integer; a node's best minus end << kSeqBits is
@@ -517,6 +518,37 @@ void ChunkedHashTree::AddToBatch(RequestId id) {
   slot.state = State::kActive;
   ++slot.epoch;  // retires its terminal entry (I3)
   --num_waiting_;
+  const uint32_t leaf = slot.leaf;
+  Node& l = nodes_[leaf];
+  const uint32_t parent = l.parent;  // kNoNode for the root
+  // The round's common case: the request is the only one at an inactive leaf (so the leaf has no
+  // children and owns just it) whose parent is already in the working set. What the general
+  // path below does then, without its branches: the leaf alone enters the working set and owns
+  // nothing any more, its entry in the parent's queue goes stale, and the parent (an owner, in
+  // the global heap) re-derives its best.
+  if (kFast && leaf != kRoot && l.waiting == 1 && l.active == 0 && parent != kRoot &&
+      nodes_[parent].active > 0) {
+    l.waiting = 0;
+    l.active = 1;
+    ++active_nodes_;
+    ++l.stamp;  // Publish(leaf) of an empty best
+    l.best_key = kNoKey;
+    l.best = kNoRequest;
+    for (uint32_t n = parent; n != kRoot; n = nodes_[n].parent) {
+      Node& node = nodes_[n];
+      --node.waiting;
+      ++node.active;
+    }
+    if (nodes_[parent].end <= tip_level_) {  // the batch is not empty: the parent is active
+      tip_level_ = nodes_[parent].end;
+      tip_node_ = parent;
+    }
+    if (RefreshBest(parent)) Publish(parent);
+    active_position_[id] = static_cast<uint32_t>(active_ids_.size());
+    active_ids_.push_back(id);
+    cache_valid_ = false;
+    return;
+  }
   // One walk up the path: the nodes entering the working set are its bottom, up to segment_top;
   // the first node already in it is the deepest active ancestor (the root if none).
   uint32_t segment_top = kNoNode;
