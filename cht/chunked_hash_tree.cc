@@ -10,7 +10,7 @@
 namespace feather {
 namespace {
 
-constexpr int kSeqBits = 40;
+using cht_internal::kSeqBits;
 constexpr uint64_t kSeqMask = (uint64_t{1} << kSeqBits) - 1;
 constexpr uint32_t kPrefetchAhead = 4;  // run entries whose nodes RefreshBest fetches early
 
@@ -474,38 +474,11 @@ void ChunkedHashTree::AttachAsWaiting(RequestId id, uint32_t segment_top) {
 // ---------------------------------------------------------------------------------------------
 // FindBest.
 
-std::optional<ChtCandidate> ChunkedHashTree::FindBest() {
-  if (num_waiting_ == 0) return std::nullopt;
-  if (cache_valid_) return cached_best_;
+// FindBest (inline, in the header) found a stale top: pop stale entries until a current one
+// surfaces (there is one while a request waits: I2).
+void ChunkedHashTree::DropStaleGlobalTops() {
   while (!global_.empty() && !IsCurrent(global_.front())) PopTop(global_);
   FEATHER_CHECK(!global_.empty(), "waiting requests but no current global entry");
-  const Entry& top = global_.front();
-  // The top's node owns the request: it is the request's deepest active ancestor (or the root).
-  const uint32_t owner = top.ref;
-  const RequestId best = nodes_[owner].best;
-
-  ChtCandidate result;
-  result.request = best;
-  result.tip_before = tip_level_;
-  result.missing = static_cast<uint32_t>(top.key >> kSeqBits);
-  if (!active_ids_.empty()) {
-    // The working-set part of the candidate's path is prefix-closed; at levels <= tip it can
-    // only be the tip chain, so the new tip is min(tip, deepest working-set level on the path).
-    const uint32_t owner_end = nodes_[owner].end;  // 0 for the root
-    if (owner_end <= tip_level_) {
-      result.tip_after = owner_end;
-      result.peers = owner == kRoot ? static_cast<uint32_t>(num_waiting_) : nodes_[owner].waiting;
-    } else {
-      result.tip_after = tip_level_;
-      result.peers = tip_node_ == kRoot ? static_cast<uint32_t>(num_waiting_)
-                                        : nodes_[tip_node_].waiting;
-    }
-  } else {
-    result.peers = static_cast<uint32_t>(num_waiting_);
-  }
-  cached_best_ = result;
-  cache_valid_ = true;
-  return result;
 }
 
 // ---------------------------------------------------------------------------------------------
