@@ -521,6 +521,13 @@ void ChunkedHashTree::AddToBatch(RequestId id) {
     cache_valid_ = false;
     return;
   }
+  AddToBatchGeneral(id);
+}
+
+// AddToBatch's general case (the request's own state already updated), out of line so that the
+// fast path saves and restores only the registers it uses.
+void ChunkedHashTree::AddToBatchGeneral(RequestId id) {
+  RequestSlot& slot = requests_[id];
   // One walk up the path: the nodes entering the working set are its bottom, up to segment_top;
   // the first node already in it is the deepest active ancestor (the root if none).
   uint32_t segment_top = kNoNode;

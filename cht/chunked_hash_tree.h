@@ -253,6 +253,7 @@ class ChunkedHashTree {
   void Publish(uint32_t node);
   void PushGlobal(const Entry& entry);
   void Repair(uint32_t from, uint32_t segment_top);
+  [[gnu::noinline]] void AddToBatchGeneral(RequestId id);
   void DropStaleGlobalTops();
 
   ChtConfig config_;
