@@ -211,6 +211,13 @@ uint64_t ChunkedHashTree::TerminalKey(RequestId id) const {
 // waiters) to the second; others go to the heap.
 void ChunkedHashTree::PushQueue(uint32_t node, const Entry& entry) {
   Queue& q = queues_[node];
+  // Stale entries at the run's front are dropped here as well as when the front is read, so a
+  // round opening on a cold tree does not walk them (each is a cold node line).
+  for (Run* run : {&q.run, &q.run2}) {
+    uint32_t head = run->head;
+    while (head < run->entries.size() && !IsCurrent(run->entries[head])) ++head;
+    run->head = head;
+  }
   if (!q.run.TryAppend(entry) && !q.run2.TryAppend(entry)) {
     q.heap.push_back(entry);
     SiftUp(q.heap, q.heap.size() - 1);
