@@ -320,8 +320,8 @@ inline std::optional<ChtCandidate> ChunkedHashTree::FindBest() {
       result.peers = owner == kRoot ? static_cast<uint32_t>(num_waiting_) : node.waiting;
     } else {
       result.tip_after = tip_level_;
-      result.peers = tip_node_ == kRoot ? static_cast<uint32_t>(num_waiting_)
-                                        : nodes_[tip_node_].waiting;
+      result.peers =
+          tip_node_ == kRoot ? static_cast<uint32_t>(num_waiting_) : nodes_[tip_node_].waiting;
     }
   } else {
     result.peers = static_cast<uint32_t>(num_waiting_);
