@@ -10,7 +10,7 @@
 namespace feather {
 namespace {
 
-constexpr int kSeqBits = 40;
+using cht_internal::kSeqBits;
 constexpr uint64_t kSeqMask = (uint64_t{1} << kSeqBits) - 1;
 constexpr uint32_t kPrefetchAhead = 4;  // run entries whose nodes RefreshBest fetches early
 
@@ -211,6 +211,13 @@ uint64_t ChunkedHashTree::TerminalKey(RequestId id) const {
 // waiters) to the second; others go to the heap.
 void ChunkedHashTree::PushQueue(uint32_t node, const Entry& entry) {
   Queue& q = queues_[node];
+  // Stale entries at the run's front are dropped here as well as when the front is read, so a
+  // round opening on a cold tree does not walk them (each is a cold node line).
+  for (Run* run : {&q.run, &q.run2}) {
+    uint32_t head = run->head;
+    while (head < run->entries.size() && !IsCurrent(run->entries[head])) ++head;
+    run->head = head;
+  }
   if (!q.run.TryAppend(entry) && !q.run2.TryAppend(entry)) {
     q.heap.push_back(entry);
     SiftUp(q.heap, q.heap.size() - 1);
@@ -474,38 +481,11 @@ void ChunkedHashTree::AttachAsWaiting(RequestId id, uint32_t segment_top) {
 // ---------------------------------------------------------------------------------------------
 // FindBest.
 
-std::optional<ChtCandidate> ChunkedHashTree::FindBest() {
-  if (num_waiting_ == 0) return std::nullopt;
-  if (cache_valid_) return cached_best_;
+// FindBest (inline, in the header) found a stale top: pop stale entries until a current one
+// surfaces (there is one while a request waits: I2).
+void ChunkedHashTree::DropStaleGlobalTops() {
   while (!global_.empty() && !IsCurrent(global_.front())) PopTop(global_);
   FEATHER_CHECK(!global_.empty(), "waiting requests but no current global entry");
-  const Entry& top = global_.front();
-  // The top's node owns the request: it is the request's deepest active ancestor (or the root).
-  const uint32_t owner = top.ref;
-  const RequestId best = nodes_[owner].best;
-
-  ChtCandidate result;
-  result.request = best;
-  result.tip_before = tip_level_;
-  result.missing = static_cast<uint32_t>(top.key >> kSeqBits);
-  if (!active_ids_.empty()) {
-    // The working-set part of the candidate's path is prefix-closed; at levels <= tip it can
-    // only be the tip chain, so the new tip is min(tip, deepest working-set level on the path).
-    const uint32_t owner_end = nodes_[owner].end;  // 0 for the root
-    if (owner_end <= tip_level_) {
-      result.tip_after = owner_end;
-      result.peers = owner == kRoot ? static_cast<uint32_t>(num_waiting_) : nodes_[owner].waiting;
-    } else {
-      result.tip_after = tip_level_;
-      result.peers = tip_node_ == kRoot ? static_cast<uint32_t>(num_waiting_)
-                                        : nodes_[tip_node_].waiting;
-    }
-  } else {
-    result.peers = static_cast<uint32_t>(num_waiting_);
-  }
-  cached_best_ = result;
-  cache_valid_ = true;
-  return result;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -517,6 +497,44 @@ void ChunkedHashTree::AddToBatch(RequestId id) {
   slot.state = State::kActive;
   ++slot.epoch;  // retires its terminal entry (I3)
   --num_waiting_;
+  const uint32_t leaf = slot.leaf;
+  Node& l = nodes_[leaf];
+  const uint32_t parent = l.parent;  // kNoNode for the root
+  // The round's common case: the request is the only one at an inactive leaf (so the leaf has no
+  // children and owns just it) whose parent is already in the working set. What the general
+  // path below does then, without its branches: the leaf alone enters the working set and owns
+  // nothing any more, its entry in the parent's queue goes stale, and the parent (an owner, in
+  // the global heap) re-derives its best.
+  if (leaf != kRoot && l.waiting == 1 && l.active == 0 && parent != kRoot &&
+      nodes_[parent].active > 0) {
+    l.waiting = 0;
+    l.active = 1;
+    ++active_nodes_;
+    ++l.stamp;  // Publish(leaf) of an empty best
+    l.best_key = kNoKey;
+    l.best = kNoRequest;
+    for (uint32_t n = parent; n != kRoot; n = nodes_[n].parent) {
+      Node& node = nodes_[n];
+      --node.waiting;
+      ++node.active;
+    }
+    if (nodes_[parent].end <= tip_level_) {  // the batch is not empty: the parent is active
+      tip_level_ = nodes_[parent].end;
+      tip_node_ = parent;
+    }
+    if (RefreshBest(parent)) Publish(parent);
+    active_position_[id] = static_cast<uint32_t>(active_ids_.size());
+    active_ids_.push_back(id);
+    cache_valid_ = false;
+    return;
+  }
+  AddToBatchGeneral(id);
+}
+
+// AddToBatch's general case (the request's own state already updated), out of line so that the
+// fast path saves and restores only the registers it uses.
+void ChunkedHashTree::AddToBatchGeneral(RequestId id) {
+  RequestSlot& slot = requests_[id];
   // One walk up the path: the nodes entering the working set are its bottom, up to segment_top;
   // the first node already in it is the deepest active ancestor (the root if none).
   uint32_t segment_top = kNoNode;
@@ -539,7 +557,10 @@ void ChunkedHashTree::AddToBatch(RequestId id) {
   }
   // The new tip, from the working set as it was before this request joined it.
   if (active_ids_.empty()) {
-    tip_level_ = static_cast<uint32_t>(HashesOf(id).size());
+    // The request's chunk count, read off its leaf (a request ends at its leaf's end) rather
+    // than its hash vectors: three fewer dependent loads, which are cache misses when a round
+    // opens on a cold tree.
+    tip_level_ = slot.leaf == kRoot ? 0 : nodes_[slot.leaf].end;
     tip_node_ = slot.leaf;
   } else if (nodes_[deepest].end <= tip_level_) {
     tip_level_ = nodes_[deepest].end;

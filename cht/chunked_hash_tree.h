@@ -79,6 +79,10 @@
 #include "base/types.h"
 
 namespace feather {
+namespace cht_internal {
+// Tournament keys are (chunks or missing count) << kSeqBits | insertion order.
+inline constexpr int kSeqBits = 40;
+}  // namespace cht_internal
 
 struct ChtConfig {
   uint32_t chunk_tokens = 50;  // the authors' value for the heuristic and bandit policies
@@ -113,7 +117,9 @@ class ChunkedHashTree {
   void InsertHashes(RequestId id, std::span<const PrefixHash> hashes);
 
   // The waiting request with the minimum missing count (ties: earliest inserted), or nullopt when
-  // none waits. Cached until the next mutation.
+  // none waits. Cached until the next mutation. Defined below, inline: a scheduling round calls
+  // it once per admission, and inlined its answer stays in registers (returned through memory,
+  // it was read back by wider loads than it was stored with, which stalls store forwarding).
   [[nodiscard]] std::optional<ChtCandidate> FindBest();
 
   // Waiting -> active. Any waiting request may be admitted, not only FindBest's proposal.
@@ -247,6 +253,8 @@ class ChunkedHashTree {
   void Publish(uint32_t node);
   void PushGlobal(const Entry& entry);
   void Repair(uint32_t from, uint32_t segment_top);
+  [[gnu::noinline]] void AddToBatchGeneral(RequestId id);
+  void DropStaleGlobalTops();
 
   ChtConfig config_;
   std::vector<RequestSlot> requests_;
@@ -289,5 +297,38 @@ class ChunkedHashTree {
   std::optional<ChtCandidate> cached_best_;
   bool cache_valid_ = false;
 };
+
+// The global heap's top names the owner of the best waiting request: its deepest active ancestor
+// (or the root), so the candidate is read off that node without a walk.
+inline std::optional<ChtCandidate> ChunkedHashTree::FindBest() {
+  if (num_waiting_ == 0) return std::nullopt;
+  if (cache_valid_) return cached_best_;
+  if (nodes_[global_.front().ref].stamp != global_.front().stamp) DropStaleGlobalTops();
+  const Entry& top = global_.front();
+  const uint32_t owner = top.ref;
+  const Node& node = nodes_[owner];
+  ChtCandidate result;
+  result.request = node.best;
+  result.tip_before = tip_level_;
+  result.missing = static_cast<uint32_t>(top.key >> cht_internal::kSeqBits);
+  if (!active_ids_.empty()) {
+    // The working-set part of the candidate's path is prefix-closed; at levels <= tip it can
+    // only be the tip chain, so the new tip is min(tip, deepest working-set level on the path).
+    const uint32_t owner_end = node.end;  // 0 for the root
+    if (owner_end <= tip_level_) {
+      result.tip_after = owner_end;
+      result.peers = owner == kRoot ? static_cast<uint32_t>(num_waiting_) : node.waiting;
+    } else {
+      result.tip_after = tip_level_;
+      result.peers =
+          tip_node_ == kRoot ? static_cast<uint32_t>(num_waiting_) : nodes_[tip_node_].waiting;
+    }
+  } else {
+    result.peers = static_cast<uint32_t>(num_waiting_);
+  }
+  cached_best_ = result;
+  cache_valid_ = true;
+  return result;
+}
 
 }  // namespace feather
