@@ -1,6 +1,6 @@
-// converge_policy.h: the `converge` stop policy (issue 15, beyond the paper): no table, no fit,
-// two rules on the batch's shape that keep batches homogeneous where cascade attention pays and
-// step aside where it cannot.
+// converge_policy.h: the `converge` stop policy (issue 15, beyond the paper): no table, no
+// training; two rules on the batch's shape that keep batches homogeneous where cascade attention
+// pays, and a gate from an online step-time fit that steps aside where batch size pays more.
 //
 // Why. With a shared prefix of P tokens, a decode step of n requests reads the prefix once under
 // cascade attention and n times without it; on the default scenario (5K-token prefixes) that is
@@ -48,8 +48,15 @@
 // with cascade and as many without (see cascade_steps_), and it prices a repeated read above
 // zero (c3 > 0: non-negative least squares sets c3 to 0 when the repeated reads are collinear
 // with the other terms, and a gate that believed it would always mix: radix-2 0.88x the oracle
-// in development); and where the caller does not report the step's shape in StepFeedback. The fit never forgets (forgetting 1): the hardware does not change within a
-// run, and a policy that holds batches homogeneous stops seeing the mixed steps that pin c3.
+// in development); and where the caller does not report the step's shape in StepFeedback. The
+// fit never forgets (forgetting 1): the hardware does not change within a run, and a policy that
+// holds batches homogeneous stops seeing the mixed steps that pin c3.
+// Known weakness (results/policy-suite/2026-11-24-gate: groups-50, 0.83x the oracle): rule 3 can
+// hold a mixed batch of a dozen requests for a long time, because the CHT proposes the oldest
+// candidate with nothing missing, often of another group already in the batch, and each Stop
+// ends the round before G's waiting peers are proposed; steps that small do not separate c3 from
+// c1, so the gate stays shut meanwhile. A Skip decision (hold this candidate back, take the
+// selector's next) would let rule 3 pick G's peers.
 //
 // Frozen or learning makes no difference to the rules; the fit is refreshed either way (it is
 // a model of the engine, not a learned preference). Needs the batch shape (WantsBatchShape).
