@@ -8,7 +8,7 @@ cd "$(dirname "$0")/.."
 feather="${1:-build/release}/feather"
 # selector, stop policy, and optionally a reward_time
 schedulers=("fcfs always" "lpm always" "dfs-weight always" "oracle always" "fcfs dynamic-batching"
-            "cht heuristic" "cht bandit" "cht bandit decode-only" "cht qlearning")
+            "cht heuristic" "cht bandit" "cht bandit decode-only" "cht qlearning" "cht converge")
 for profile in rtx6000-ada h100-sxm; do
   for scenario in scenarios/default.yaml scenarios/experiments/no-sharing.yaml; do
     name=$(basename "$scenario" .yaml)
