@@ -65,6 +65,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string_view>
 
 #include "base/cascade_rule.h"
@@ -96,9 +97,11 @@ class ConvergePolicy final : public StopPolicy {
   [[nodiscard]] static uint32_t MixedBatchRequests(const StopContext& context);
 
  private:
-  // Whether that batch, without cascade, is predicted to decode faster than `kept_rate`
-  // (requests per ms); false before the fit decides.
-  [[nodiscard]] bool MixedBatchIsFaster(const StopContext& context, double kept_rate);
+  // Whether the gate may open: gated, and the fit can tell what cascade saves (see below).
+  [[nodiscard]] bool GateCanOpen();
+  // The predicted decode rate (requests per ms) of the mixed batch of `big` requests that
+  // admitting leads to, without cascade; nullopt when the fit gives no positive time.
+  [[nodiscard]] std::optional<double> MixedRate(const StopContext& context, uint32_t big);
 
   bool gated_;
   // Decode steps fitted with and without cascade: the gate opens only once both kinds have
