@@ -189,7 +189,7 @@ void Simulator::DeliverArrivals() {
     state_[id].phase = Phase::kWaiting;
     const RequestInfo info{id, workload_.prompts.Prompt(id), workload_.prompts.group[id]};
     Timed([&] { selector_.OnArrival(info); });
-    if (policy_.WantsBatchShape()) batch_shape_.Waiting(ChainOf(id), +1);
+    CountWaiting(id, +1);
   }
 }
 
@@ -252,7 +252,7 @@ void Simulator::Preempt(RequestId victim) {
     running_.erase(std::find(running_.begin(), running_.end(), victim));
   }
   Timed([&] { selector_.OnPreempt(victim); });
-  if (policy_.WantsBatchShape()) batch_shape_.Waiting(ChainOf(victim), +1);
+  CountWaiting(victim, +1);
   ++preemptions_;
   ++records_.requests[victim].preemptions;
   preempted_this_step_.push_back(victim);
@@ -354,7 +354,7 @@ void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
       // Only a recompute can get here (a longer prompt is refused on arrival): vLLM V0 marks it
       // FINISHED_IGNORED (prompt_limit); waiting for a prefix-cache hit could block the queue.
       Timed([&] { selector_.OnCancel(id); });
-      if (shape) batch_shape_.Waiting(ChainOf(id), -1);
+      CountWaiting(id, -1);
       Reject(
           {id, UnservableReason::kRecomputeOverBudget, sequence, config_.max_num_batched_tokens});
       continue;
@@ -380,7 +380,7 @@ void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
       break;
     }
     Timed([&] { selector_.Admit(id); });
-    if (shape) batch_shape_.Waiting(ChainOf(id), -1);
+    CountWaiting(id, -1);
     if (records_.requests[id].preemptions == 0) admitted_prompt_tokens_ += s.prompt_tokens;
     s.phase = Phase::kRunning;
     s.computed_tokens = kv_.CachedTokens(id);

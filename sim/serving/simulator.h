@@ -198,6 +198,11 @@ class Simulator {
    private:
     const Simulator& sim_;
   };
+  // `id` starts (+1: arrival, preemption) or stops (-1: admission, cancellation) waiting, as the
+  // selector is told: the batch shape's per-group waiting counts, for a policy that reads them.
+  void CountWaiting(RequestId id, int delta) {
+    if (policy_.WantsBatchShape()) batch_shape_.Waiting(ChainOf(id), delta);
+  }
   void Preempt(RequestId victim);
   // Caches the blocks a request's scheduled tokens fill (vLLM v1 caches them when it allocates
   // them, not after the step), so a request scheduled later in the same step hits them.

@@ -125,8 +125,7 @@ uint32_t Simulator::AdmitSglang(size_t decoding) {
       break;
     }
     Timed([&] { selector_.Admit(id); });
-    // The waiting counts of the batch shape stay balanced (the policy reads no shape here).
-    if (policy_.WantsBatchShape()) batch_shape_.Waiting(chain, -1);
+    CountWaiting(id, -1);  // balanced, although the policy reads no shape here
     if (records_.requests[id].preemptions == 0) admitted_prompt_tokens_ += s.prompt_tokens;
     s.phase = Phase::kRunning;
     s.computed_tokens = kv_.CachedTokens(id);
