@@ -190,7 +190,15 @@ uint64_t ChunkedHashTree::TerminalKey(RequestId id) const {
     const RequestSlot& slot = requests_[entry.ref & ~kRequestBit];
     return slot.state == State::kWaiting && slot.epoch == entry.stamp;
   }
-  return nodes_[entry.ref].stamp == entry.stamp;
+  return IsCurrentNode(entry);
+}
+
+// Advances a run's head past its stale entries; returns the new head.
+[[gnu::always_inline]] inline uint32_t ChunkedHashTree::DropStaleFront(Run& run) const {
+  uint32_t head = run.head;
+  while (head < run.entries.size() && !IsCurrent(run.entries[head])) ++head;
+  run.head = head;
+  return head;
 }
 
 // Appends `entry` if the run is drained or ends at or below its key; returns whether it did.
@@ -213,11 +221,7 @@ void ChunkedHashTree::PushQueue(uint32_t node, const Entry& entry) {
   Queue& q = queues_[node];
   // Stale entries at the run's front are dropped here as well as when the front is read, so a
   // round opening on a cold tree does not walk them (each is a cold node line).
-  for (Run* run : {&q.run, &q.run2}) {
-    uint32_t head = run->head;
-    while (head < run->entries.size() && !IsCurrent(run->entries[head])) ++head;
-    run->head = head;
-  }
+  for (Run* run : {&q.run, &q.run2}) DropStaleFront(*run);
   if (!q.run.TryAppend(entry) && !q.run2.TryAppend(entry)) {
     q.heap.push_back(entry);
     SiftUp(q.heap, q.heap.size() - 1);
@@ -260,9 +264,7 @@ void ChunkedHashTree::CompactQueue(uint32_t node) {
   const Entry* front = nullptr;
   {
     std::vector<Entry>& e = q.run.entries;
-    uint32_t head = q.run.head;
-    while (head < e.size() && !IsCurrent(e[head])) ++head;
-    q.run.head = head;
+    const uint32_t head = DropStaleFront(q.run);
     if (head < e.size()) {
       front = &e[head];
       // Admissions walk a run front to back and read each entry's node (and then its best
@@ -275,9 +277,7 @@ void ChunkedHashTree::CompactQueue(uint32_t node) {
   }
   if (q.run2.Live() > 0) {  // empty unless requests were requeued out of order
     std::vector<Entry>& e = q.run2.entries;
-    uint32_t head = q.run2.head;
-    while (head < e.size() && !IsCurrent(e[head])) ++head;
-    q.run2.head = head;
+    const uint32_t head = DropStaleFront(q.run2);
     if (head < e.size() && (front == nullptr || e[head].key < front->key)) front = &e[head];
   }
   while (!q.heap.empty() && !IsCurrent(q.heap.front())) PopTop(q.heap);

@@ -247,6 +247,11 @@ class ChunkedHashTree {
   // The tournament's per-step helpers are forced inline (chunked_hash_tree.cc): an admission
   // runs each once or twice, and calls cost as much as their bodies.
   [[nodiscard]] bool IsCurrent(const Entry& entry) const;
+  // IsCurrent of a node's entry (the global heap holds only those).
+  [[nodiscard]] bool IsCurrentNode(const Entry& entry) const {
+    return nodes_[entry.ref].stamp == entry.stamp;
+  }
+  uint32_t DropStaleFront(Run& run) const;
   void PushQueue(uint32_t node, const Entry& entry);
   void CompactQueue(uint32_t node);
   [[nodiscard]] bool RefreshBest(uint32_t node);
@@ -303,7 +308,7 @@ class ChunkedHashTree {
 inline std::optional<ChtCandidate> ChunkedHashTree::FindBest() {
   if (num_waiting_ == 0) return std::nullopt;
   if (cache_valid_) return cached_best_;
-  if (nodes_[global_.front().ref].stamp != global_.front().stamp) DropStaleGlobalTops();
+  if (!IsCurrentNode(global_.front())) DropStaleGlobalTops();
   const Entry& top = global_.front();
   const uint32_t owner = top.ref;
   const Node& node = nodes_[owner];
