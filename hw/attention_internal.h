@@ -68,7 +68,7 @@ enum class AttentionIsa : uint8_t { kAuto, kScalar, kAvx2, kAvx512 };
 [[nodiscard]] const char* AttentionIsaName(AttentionIsa isa);
 // Whether this CPU can run `isa`'s tile step (kAuto and kScalar: always).
 [[nodiscard]] bool CpuSupports(AttentionIsa isa);
-// What the CPU lacks for `isa` (e.g. "avx512bw"), or "" when it has everything.
+// What the CPU lacks for `isa` (e.g. "avx512vl"), or "" when it has everything.
 [[nodiscard]] const char* MissingFeature(AttentionIsa isa);
 // Forces a tile step for the process (tests, benchmarks): an ISA the CPU lacks is refused
 // (returns false, nothing changes); kAuto returns to the automatic choice. The environment

@@ -57,6 +57,7 @@
 #include <string_view>
 #include <vector>
 
+#include "base/cascade_rule.h"
 #include "policies/config_fields.h"
 #include "policies/stop_policy.h"
 
@@ -67,8 +68,9 @@ struct MpcConfig {
   double ridge = 1e-6;                     // ridge term, relative to each feature's Σ x²
   uint32_t min_steps = 16;                 // fitted steps before the model decides
   double margin = 0.0;                     // tolerated predicted throughput loss, [0, 1)
-  uint32_t cascade_min_prefix_tokens = 256;  // vLLM's use_cascade_attention thresholds
-  uint32_t cascade_min_requests = 8;
+  // vLLM's use_cascade_attention thresholds (base/cascade_rule.h)
+  uint32_t cascade_min_prefix_tokens = kCascadeMinPrefixTokens;
+  uint32_t cascade_min_requests = kCascadeMinRequests;
 
   static constexpr std::string_view kSection = "mpc";
   [[nodiscard]] static std::span<const ConfigField<MpcConfig>> Fields();

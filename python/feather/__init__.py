@@ -18,6 +18,8 @@ scenario file, RuntimeError for files that cannot be read or written); nothing a
 """
 
 from feather._feather import (
+    CASCADE_MIN_PREFIX_TOKENS,
+    CASCADE_MIN_REQUESTS,
     BatchShapeTracker,
     ChtCandidate,
     ChunkedHashTree,
@@ -41,6 +43,8 @@ from feather._results import Results, read_results
 from feather._run import UnservedError, run
 
 __all__ = [
+    "CASCADE_MIN_PREFIX_TOKENS",
+    "CASCADE_MIN_REQUESTS",
     "BatchShapeTracker",
     "ChtCandidate",
     "ChunkedHashTree",

@@ -21,6 +21,7 @@
 #include <nanobind/stl/unique_ptr.h>
 #include <nanobind/stl/vector.h>
 
+#include "base/cascade_rule.h"
 #include "policies/config_fields.h"
 #include "policies/policy_state.h"
 #include "policies/selector.h"
@@ -149,7 +150,8 @@ void BindStopPolicies(nb::module_& m) {
           },
           nb::kw_only(), "batch_size"_a = 0, "admitted_this_round"_a = 0, "signal"_a = nb::none(),
           "waiting"_a = 0, "kv_used_blocks"_a = 0, "kv_total_blocks"_a = 0,
-          "candidate_blocks"_a = 0, "max_batch_requests"_a = 0, "A context; every field defaults to 0 (signal to None).")
+          "candidate_blocks"_a = 0, "max_batch_requests"_a = 0,
+          "A context; every field defaults to 0 (signal to None).")
       .def_rw("batch_size", &StopContext::batch_size,
               "b: requests already in the batch (running + admitted).")
       .def_rw("admitted_this_round", &StopContext::admitted_this_round,
@@ -234,6 +236,10 @@ void BindStopPolicies(nb::module_& m) {
               "Leading tokens all the step's requests share.")
       .def_rw("cascade_used", &StepFeedback::cascade_used,
               "Whether the step ran cascade attention.");
+
+  // vLLM's cascade thresholds (base/cascade_rule.h), for the plugin's step shape.
+  m.attr("CASCADE_MIN_PREFIX_TOKENS") = kCascadeMinPrefixTokens;
+  m.attr("CASCADE_MIN_REQUESTS") = kCascadeMinRequests;
 
   m.def("step_reward", &StepRewardTokensPerS, "feedback"_a,
         "The learning policies' reward for a step: decode_tokens per second of step_ns, or None "

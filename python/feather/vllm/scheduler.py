@@ -550,8 +550,10 @@ class FeatherScheduler(Scheduler):
         return {"prefill_tokens": prefill_tokens, "decode_kv_tokens": decode_kv,
                 "decode_kv_unique_tokens": min(decode_kv, (used - min(used, private)) * block),
                 "common_prefix_tokens": common,
-                "cascade_used": (self._cascade_enabled and common >= 256
-                                 and len(output.num_scheduled_tokens) >= 8)}
+                "cascade_used": (self._cascade_enabled
+                                 and common >= feather.CASCADE_MIN_PREFIX_TOKENS
+                                 and len(output.num_scheduled_tokens)
+                                 >= feather.CASCADE_MIN_REQUESTS)}
 
     def update_from_output(self, scheduler_output, model_runner_output):
         arrived_ns = time.monotonic_ns()
