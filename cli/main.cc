@@ -312,6 +312,12 @@ int Main(int argc, char** argv) {
       ->required();
   pretrain->add_option("--set", pretrain_options.overrides, "Override a scenario key: key=value")
       ->allow_extra_args(false);
+  pretrain
+      ->add_option("--keep", pretrain_options.keep,
+                   "Table to save: best (the epoch whose frozen run on a held-out workload was "
+                   "fastest) or last")
+      ->check(CLI::IsMember({"best", "last"}))
+      ->capture_default_str();
 
   // feather sweep, feather plot, feather trace-stats (cli/sweep_command.h, plot_command.h,
   // trace_stats.h)

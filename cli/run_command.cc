@@ -248,23 +248,57 @@ int PretrainCommand(const PretrainCommandOptions& options, std::ostream& out) {
     const PreparedRun prepared = PrepareRun(scenario);
     std::unique_ptr<StopPolicy> policy = MakeScenarioPolicy(scenario);
     policy->set_learning(true);
+    const auto interruptible = [](const SimProgress&) { ThrowIfInterrupted(); };
+    const Workload held_out = GenerateWorkload(
+        scenario.workload, scenario.seed + PretrainCommandOptions::kHoldOutSeedOffset);
+    const bool keep_best = options.keep == "best";
+    std::string best_table;
+    double best_throughput = -1;
+    uint64_t best_epoch = 0;
     uint64_t steps_done = 0;
+    out << std::fixed << std::setprecision(1);
     for (uint64_t epoch = 0; steps_done < options.steps; ++epoch) {
       ThrowIfInterrupted();
       const Workload workload = GenerateWorkload(scenario.workload, scenario.seed + epoch);
-      const SimResult result = ExecuteRun(
-          prepared, workload, *policy, [](const SimProgress&) { ThrowIfInterrupted(); },
-          options.steps - steps_done);
+      const SimResult result =
+          ExecuteRun(prepared, workload, *policy, interruptible, options.steps - steps_done);
       if (result.summary.steps == 0) break;  // an empty workload would never progress
       steps_done += result.summary.steps;
       out << "epoch " << epoch << ": " << result.summary.steps << " steps, throughput "
-          << std::fixed << std::setprecision(1) << result.summary.throughput_tok_s
-          << " tok/s, mean batch " << result.summary.mean_batch_size << '\n';
+          << result.summary.throughput_tok_s << " tok/s, mean batch "
+          << result.summary.mean_batch_size;
+      if (keep_best) {
+        // The table as it stands, frozen, on the held-out workload.
+        std::string table = StopPolicyToJson(*policy);
+        std::unique_ptr<StopPolicy> frozen = MakeScenarioPolicy(scenario);
+        StopPolicyFromJson(*frozen, table, "epoch " + std::to_string(epoch) + "'s table");
+        frozen->set_learning(false);
+        const SimResult check = ExecuteRun(prepared, held_out, *frozen, interruptible);
+        const double throughput = check.summary.throughput_tok_s;
+        out << "; frozen on the held-out workload " << throughput << " tok/s, mean batch "
+            << check.summary.mean_batch_size;
+        if (throughput > best_throughput) {
+          best_throughput = throughput;
+          best_table = std::move(table);
+          best_epoch = epoch;
+        }
+      }
+      out << '\n';
     }
     ThrowIfInterrupted();  // an interrupted training saves nothing
+    if (keep_best && !best_table.empty()) {
+      StopPolicyFromJson(*policy, best_table, "epoch " + std::to_string(best_epoch) + "'s table");
+    }
     SaveStopPolicy(*policy, options.out_file);
     out << "saved " << scenario.stop << " policy after " << steps_done << " steps to "
-        << options.out_file << '\n';
+        << options.out_file;
+    if (keep_best && !best_table.empty()) {
+      out << " (epoch " << best_epoch << "'s table: frozen " << best_throughput
+          << " tok/s on the held-out workload, the best of the epochs)";
+    } else {
+      out << " (the last table)";
+    }
+    out << '\n';
     return 0;
   });
 }

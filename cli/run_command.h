@@ -38,11 +38,22 @@ int RunScenarioCommand(const RunCommandOptions& options, std::ostream& out);
 // 10 s, seconds from there, two decimals ("310.50 ms", "2889.53 s").
 [[nodiscard]] std::string FormatTime(double ms);
 
+// `feather pretrain`: trains the scenario's stop policy over successive workloads (epoch e runs
+// the workload of seed + e) until `steps` engine steps, and saves one table. After each epoch a
+// frozen copy of the table runs greedily on a held-out workload (seed + kHoldOutSeedOffset, the
+// same for every epoch; a trace replay has only its trace, so there it is the training data).
+// keep = "best" saves the table whose held-out run had the highest throughput (the earliest on
+// ties), "last" the final one. Why: a learning policy's table moves on after it was good (an
+// ε-greedy step late in training can tip the greedy choice of a whole state), and the frozen
+// policy is what a pretrained run uses; selecting on a workload the training did not see keeps
+// the choice honest.
 struct PretrainCommandOptions {
+  static constexpr uint64_t kHoldOutSeedOffset = 1'000'003;
   std::string scenario_path;
   std::vector<std::string> overrides;
   uint64_t steps = 0;
   std::string out_file;
+  std::string keep = "best";  // "best" | "last"
 };
 
 int PretrainCommand(const PretrainCommandOptions& options, std::ostream& out);

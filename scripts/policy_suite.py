@@ -167,7 +167,10 @@ def write_pretrained(out, by_scenario):
     lines = ["# Pretrain on one, evaluate on the others", "",
              "Q-learning with the cascade state bins, pretrained (`feather pretrain`) on the "
              "source scenario and run frozen (`scheduler.policy.learning: false`) on every "
-             "scenario of the suite. Cells: throughput relative to FCFS / relative to the online "
+             "scenario of the suite. Pretraining keeps the epoch whose frozen run on a held-out "
+             "workload (seed + 1,000,003) was fastest (`feather pretrain --keep best`; "
+             "pretrain-SOURCE.log lists every epoch). "
+             "Cells: throughput relative to FCFS / relative to the online "
              f"bandit (`{ONLINE_BANDIT}`, the issue's bar for the default scenario: >= 0.95). "
              f"`online Q` is `{ONLINE_Q}` learning from scratch in the run. Cells of the frozen "
              "columns: x FCFS / x online bandit.", "",

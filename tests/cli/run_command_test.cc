@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -178,6 +179,61 @@ TEST_F(RunCommandTest, PretrainedPolicyLoadsFrozen) {
        "--set", "scheduler.policy.load=" + policy.string()}));
   EXPECT_EQ(wrong.exit_code, 2);
   EXPECT_FALSE(fs::exists(dir_ / "wrong"));
+}
+
+// --keep best saves the epoch whose frozen held-out run was fastest, and that table run frozen on
+// the held-out workload gives the throughput the log printed for it; --keep last saves the final
+// table.
+TEST_F(RunCommandTest, PretrainKeepsTheBestEpochOnTheHeldOutWorkload) {
+  const std::string scenario = std::string(FEATHER_SOURCE_DIR) + "/scenarios/default.yaml";
+  const std::vector<std::string> q = {"scheduler.stop=qlearning", "workload.requests=150"};
+  const fs::path best = dir_ / "best.json";
+  const RunResult train = RunFeather(
+      SmallWith({"pretrain", scenario, "--steps", "3000", "--out", best.string()}, q));
+  ASSERT_EQ(train.exit_code, 0) << train.err;
+  // "epoch E: ...; frozen on the held-out workload X tok/s, ..." per epoch.
+  const std::regex epoch_line(R"(epoch (\d+): .*frozen on the held-out workload ([0-9.]+) tok/s)");
+  std::vector<double> frozen;
+  std::istringstream lines(train.out);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, epoch_line)) {
+      ASSERT_EQ(std::stoul(m[1]), frozen.size());
+      frozen.push_back(std::stod(m[2]));
+    }
+  }
+  ASSERT_GE(frozen.size(), 2u) << train.out;
+  const double top = *std::max_element(frozen.begin(), frozen.end());
+  std::smatch saved;
+  ASSERT_TRUE(std::regex_search(train.out, saved, std::regex(R"(\(epoch (\d+)'s table)")))
+      << train.out;
+  // The log's one decimal can tie epochs that differ further down: any printed maximum will do.
+  const size_t chosen = std::stoul(saved[1]);
+  ASSERT_LT(chosen, frozen.size());
+  EXPECT_EQ(frozen[chosen], top) << train.out;
+  EXPECT_GT(top, *std::min_element(frozen.begin(), frozen.end()))
+      << "every epoch's table ran the same: the test would not see a wrong choice";
+  // The saved table, frozen, on the held-out workload (seed 1 + 1,000,003: default.yaml's seed).
+  const RunResult check = RunFeather(SmallWith(
+      {"run", scenario, "--json", "--out", (dir_ / "check").string()},
+      {"scheduler.stop=qlearning", "workload.requests=150", "seed=1000004",
+       "scheduler.policy.load=" + best.string(), "scheduler.policy.learning=false"}));
+  ASSERT_EQ(check.exit_code, 0) << check.err;
+  const double held_out =
+      nlohmann::json::parse(ReadFile(dir_ / "check" / "summary.json"))["throughput_tok_s"]
+          .get<double>();
+  EXPECT_NEAR(held_out, top, 0.051);  // the log prints one decimal
+
+  const fs::path last = dir_ / "last.json";
+  const RunResult train_last = RunFeather(SmallWith(
+      {"pretrain", scenario, "--steps", "3000", "--keep", "last", "--out", last.string()}, q));
+  ASSERT_EQ(train_last.exit_code, 0) << train_last.err;
+  EXPECT_THAT(train_last.out, HasSubstr("(the last table)"));
+  EXPECT_THAT(train_last.out, Not(HasSubstr("held-out")));
+  const RunResult bad = RunFeather(SmallWith(
+      {"pretrain", scenario, "--steps", "10", "--keep", "first", "--out", last.string()}, q));
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--keep"));
 }
 
 // ---- requests that can never be served (exit 3) ---------------------------------------------
