@@ -60,6 +60,8 @@
 //
 // Frozen or learning makes no difference to the rules; the fit is refreshed either way (it is
 // a model of the engine, not a learned preference). Needs the batch shape (WantsBatchShape).
+// Under `serving.engine: sglang` there is no cascade path (sglang_batcher.h) and the simulator
+// fills no batch shape, so converge admits like always-add there: nothing it guards exists.
 // Complexity: Decide O(1) (two 4-term predictions; the fit is solved at most once per round,
 // mpc_policy.h), allocation-free.
 #pragma once
