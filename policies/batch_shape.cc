@@ -102,8 +102,15 @@ uint32_t BatchShape::Fill(StopContext& context, RequestId id, uint32_t sequence_
 void BatchShape::Waiting(ChainView chain, int delta) {
   PrefixHash key = 0;
   if (!GroupKey(chain, 0, key)) return;
-  uint32_t& count = *waiting_.Insert(key, 0).first;
-  count = delta > 0 ? count + 1 : (count > 0 ? count - 1 : 0);
+  if (delta > 0) {
+    ++*waiting_.Insert(key, 0).first;
+    return;
+  }
+  // Groups whose last waiting request left are forgotten: the map holds the groups waiting now,
+  // not every group a long run has seen.
+  uint32_t* count = waiting_.Find(key);
+  if (count == nullptr) return;
+  if (--*count == 0) waiting_.Erase(key);
 }
 
 // BatchShapeTracker.

@@ -295,6 +295,10 @@ TEST(BatchShapeTrackerTest, TwoGroupsByHand) {
   tracker.Waiting(chain(2, 20, 7), -1);
   tracker.Fill(c, 5, cand, 400, 320, 99);
   EXPECT_EQ(c.largest_groups[0].waiting, 0u);
+  // A group whose count reached zero is forgotten and counted afresh when one waits again.
+  tracker.Waiting(chain(2, 20, 7), +1);
+  tracker.Fill(c, 5, cand, 400, 320, 99);
+  EXPECT_EQ(c.largest_groups[0].waiting, 1u);
 }
 
 }  // namespace
