@@ -55,6 +55,7 @@ namespace {  // NOLINT(cert-dcl59-cpp,google-build-namespaces): one copy per ISA
 struct Avx2Base {
   using Vec = __m256;
   static constexpr uint32_t kWidth = 8;
+  static constexpr uint32_t kQTerms = 0;  // scores by FMAs on fp32 (see the dot traits below)
   static Vec Zero() { return _mm256_setzero_ps(); }
   static Vec Set1(float x) { return _mm256_set1_ps(x); }
   static Vec Load(const float* p) { return _mm256_load_ps(p); }  // lane scratch: 32-byte aligned
@@ -115,6 +116,116 @@ struct Avx2Bf16Pairs : Avx2Base {
     }
   }
 };
+
+// bf16 scored by dot products (kQTerms > 0): a dot-product instruction takes 2·kWidth bf16 of K
+// as they lie in memory — kWidth (even, odd) pairs — against kWidth pairs of q, and adds each
+// pair's two products into one fp32 lane; kQTerms such instructions, one per bf16 term of q
+// (TileArgs::q_pairs), give the fp32-exact score. The values pass is the pairs one (inherited).
+// Traits add: Raw (the integer vector), LoadRaw(base, index), LoadPairs(words),
+// Dot(acc, k_raw, q_pairs).
+//
+// This one does on AVX2 what vdpbf16ps does, to test that logic where no AVX-512 BF16 CPU is at
+// hand: per 32-bit lane, acc + k_odd·q_odd, then + k_even·q_even, each product exact in fp32 (8-
+// by 8-bit significands) and each sum rounded to nearest — the steps of the instruction's
+// pseudo-code in Intel's SDM, which also flushes denormal inputs and outputs (these FMAs do not).
+struct Avx2Bf16EmulatedDot : Avx2Bf16Pairs {
+  static constexpr uint32_t kQTerms = 3;
+  using Raw = __m256i;
+  static Raw LoadRaw(const void* base, size_t index) {
+    return _mm256_loadu_si256(
+        reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(base) + index));
+  }
+  static Raw LoadPairs(const uint32_t* words) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(words));
+  }
+  static Vec Dot(Vec acc, Raw k, Raw q) {
+    const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+    acc = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(k, high)),
+                          _mm256_castsi256_ps(_mm256_and_si256(q, high)), acc);
+    return _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(k, 16)),
+                           _mm256_castsi256_ps(_mm256_slli_epi32(q, 16)), acc);
+  }
+};
+
+#if defined(__AVX512F__)
+// --- 16-wide traits (AVX-512 F + VL; the translation units built with -mavx512f) -------------
+
+struct Avx512Base {
+  using Vec = __m512;
+  static constexpr uint32_t kWidth = 16;
+  static constexpr uint32_t kQTerms = 0;
+  static Vec Zero() { return _mm512_setzero_ps(); }
+  static Vec Set1(float x) { return _mm512_set1_ps(x); }
+  // Lane rows start at multiples of 8 floats (head_dim), so only 32-byte alignment is certain.
+  static Vec Load(const float* p) { return _mm512_loadu_ps(p); }
+  static void Store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+  static Vec Fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+  static Vec Mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
+  static void Pin(Vec& v) { __asm__("" : "+v"(v)); }
+  // The masked forms (all lanes selected) spell out the pass-through operand: GCC 12's unmasked
+  // extract (also behind _mm512_castps512_ps256) passes an "undefined" vector that
+  // -Wuninitialized reports.
+  static __m256 ToYmm(Vec v) {
+    const __m512d wide = _mm512_castps_pd(v);
+    const __m256d low = _mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xF, wide, 0);
+    const __m256d high = _mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xF, wide, 1);
+    return _mm256_add_ps(_mm256_castpd_ps(low), _mm256_castpd_ps(high));
+  }
+  // 32 zmm registers: kT·kL accumulators + kT keys + a query ≤ 31; kCb·kL accumulators + kCb
+  // values + a broadcast p ≤ 25.
+  static constexpr int RowsPerStep(int lanes) {
+    constexpr int kRows[kLanes] = {8, 8, 6, 6, 4, 4, 3, 3};
+    return kRows[lanes - 1];
+  }
+  static constexpr int ChunksPerStep(int lanes) {
+    constexpr int kChunks[kLanes] = {8, 8, 4, 4, 4, 4, 2, 2};
+    return kChunks[lanes - 1];
+  }
+};
+
+struct Avx512Fp32 : Avx512Base {
+  static constexpr uint32_t kElemBytes = 4;
+  static constexpr uint32_t kParts = 1;
+  static constexpr uint32_t kChunk = kWidth;
+  template <uint32_t kPart>
+  static Vec LoadKv(const void* base, size_t index) {
+    return _mm512_loadu_ps(static_cast<const float*>(base) + index);
+  }
+};
+
+struct Avx512Bf16Pairs : Avx512Base {
+  static constexpr uint32_t kElemBytes = 2;
+  static constexpr uint32_t kParts = 2;
+  static constexpr uint32_t kChunk = 2 * kWidth;
+  template <uint32_t kPart>
+  static Vec LoadKv(const void* base, size_t index) {
+    const __m512i raw = _mm512_loadu_si512(static_cast<const uint16_t*>(base) + index);
+    if constexpr (kPart == 0) {
+      return _mm512_castsi512_ps(_mm512_mask_slli_epi32(raw, 0xFFFF, raw, 16));
+    } else {
+      return _mm512_castsi512_ps(
+          _mm512_and_si512(raw, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+    }
+  }
+};
+
+#if defined(__AVX512BF16__)
+// bf16 K scored by vdpbf16ps (_mm512_dpbf16_ps): 32 products per instruction, three per 32
+// columns and lane (q's bf16 terms), against two FMAs and, shared by the lanes, one shift and one
+// AND on the pairs path. Values: the pairs path, unchanged.
+struct Avx512Bf16Dot : Avx512Bf16Pairs {
+  static constexpr uint32_t kQTerms = 3;
+  using Raw = __m512i;
+  static Raw LoadRaw(const void* base, size_t index) {
+    return _mm512_loadu_si512(static_cast<const uint16_t*>(base) + index);
+  }
+  static Raw LoadPairs(const uint32_t* words) { return _mm512_loadu_si512(words); }
+  static Vec Dot(Vec acc, Raw k, Raw q) {
+    return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh&>(k), reinterpret_cast<__m512bh&>(q));
+  }
+};
+#endif  // __AVX512BF16__
+#endif  // __AVX512F__
 
 // --- Lane-wise pieces, always 8 wide ---------------------------------------------------------
 
@@ -269,29 +380,55 @@ FEATHER_TILE_INLINE void ScorePart(const float* q, const void* k, size_t base, u
   }
 }
 
+// The same by dot products (V::kQTerms > 0): rows as raw pairs, q as its bf16 terms.
 template <class V, int kL, int kT>
-FEATHER_TILE_INLINE void ScoreChunk(const float* q, const void* k, size_t base, uint32_t dim, uint32_t c,
-                       typename V::Vec (&acc)[kT][kL]) {
-  ScorePart<V, kL, kT, 0>(q, k, base, dim, c, acc);
-  if constexpr (V::kParts == 2) ScorePart<V, kL, kT, 1>(q, k, base, dim, c, acc);
+FEATHER_TILE_INLINE void ScoreDot(const uint32_t* q_pairs, const void* k, size_t base,
+                                  uint32_t dim, uint32_t c, typename V::Vec (&acc)[kT][kL]) {
+  typename V::Raw keys[kT];
+  for (int t = 0; t < kT; ++t) keys[t] = V::LoadRaw(k, base + static_cast<size_t>(t) * dim + c);
+  const size_t term_words = dim / 2;
+  for (int j = 0; j < kL; ++j) {
+    const uint32_t* lane = q_pairs + static_cast<size_t>(j) * V::kQTerms * term_words + c / 2;
+    for (uint32_t term = 0; term < V::kQTerms; ++term) {
+      const typename V::Raw qj = V::LoadPairs(lane + term * term_words);
+      for (int t = 0; t < kT; ++t) acc[t][j] = V::Dot(acc[t][j], keys[t], qj);
+    }
+  }
+}
+
+template <class V, int kL, int kT>
+FEATHER_TILE_INLINE void ScoreChunk(const float* q, const uint32_t* q_pairs, const void* k,
+                                    size_t base, uint32_t dim, uint32_t c,
+                                    typename V::Vec (&acc)[kT][kL]) {
+  if constexpr (V::kQTerms > 0) {
+    ScoreDot<V, kL, kT>(q_pairs, k, base, dim, c, acc);
+  } else {
+    ScorePart<V, kL, kT, 0>(q, k, base, dim, c, acc);
+    if constexpr (V::kParts == 2) ScorePart<V, kL, kT, 1>(q, k, base, dim, c, acc);
+  }
 }
 
 // Scores of KV rows [row, row + kT) against the kL queries, into s[row · stride ..]: columns
 // [0, main) with the traits M, the natural-order tail with T (8 wide).
 template <class M, class T, int kL, int kT>
-FEATHER_TILE_INLINE void ScoreRows(const float* q, const void* k, uint32_t row, uint32_t dim, float* s) {
+FEATHER_TILE_INLINE void ScoreRows(const float* q, const uint32_t* q_pairs, const void* k,
+                                   uint32_t row, uint32_t dim, float* s) {
   const uint32_t main = dim / M::kChunk * M::kChunk;
   const size_t base = size_t{row} * dim;
   typename M::Vec wide[kT][kL];
   for (int t = 0; t < kT; ++t) {
     for (int j = 0; j < kL; ++j) wide[t][j] = M::Zero();
   }
-  for (uint32_t c = 0; c < main; c += M::kChunk) ScoreChunk<M, kL, kT>(q, k, base, dim, c, wide);
+  for (uint32_t c = 0; c < main; c += M::kChunk) {
+    ScoreChunk<M, kL, kT>(q, q_pairs, k, base, dim, c, wide);
+  }
   __m256 acc[kT][kL];
   for (int t = 0; t < kT; ++t) {
     for (int j = 0; j < kL; ++j) acc[t][j] = M::ToYmm(wide[t][j]);
   }
-  for (uint32_t c = main; c < dim; c += T::kChunk) ScoreChunk<T, kL, kT>(q, k, base, dim, c, acc);
+  for (uint32_t c = main; c < dim; c += T::kChunk) {
+    ScoreChunk<T, kL, kT>(q, nullptr, k, base, dim, c, acc);
+  }
   const __m256 zero = _mm256_setzero_ps();
   constexpr int kStride = ScoreStride(kL);
   float* out = s + size_t{row} * kStride;
@@ -329,7 +466,7 @@ inline void ScoreRowsFrom(const TileArgs& args, uint32_t row, float* s) {
   for (; row + kT <= args.tokens; row += kT) {
     PrefetchLines(this_v, row * row_bytes, (row + kT) * row_bytes);
     PrefetchLines(next_k, row * row_bytes, (row + kT) * row_bytes);
-    ScoreRows<M, T, kL, kT>(args.q, args.k, row, args.head_dim, s);
+    ScoreRows<M, T, kL, kT>(args.q, args.q_pairs, args.k, row, args.head_dim, s);
   }
   if constexpr (kT > 1) ScoreRowsFrom<M, T, kL, kT / 2>(args, row, s);
 }
@@ -393,7 +530,8 @@ inline uint32_t AccumulateValuesFrom(const TileArgs& args, const float* p, const
 // natural order) for the rest.
 template <class M, class T, int kL, bool kMasked>
 void TileSimd(const TileArgs& args) {
-  static_assert(T::kChunk == 8 && T::kParts == 1 && M::kElemBytes == T::kElemBytes);
+  static_assert(T::kChunk == 8 && T::kParts == 1 && T::kQTerms == 0 &&
+                M::kElemBytes == T::kElemBytes);
   alignas(32) float s[kTileTokens * kLanes];
   alignas(32) float alpha[kLanes];
   ScoreRowsFrom<M, T, kL, M::RowsPerStep(kL)>(args, 0, s);
@@ -416,6 +554,8 @@ constexpr TileKernels MakeSimdKernels() {
   FillRow<Bf16, Bf16Tail>(kernels.fn[1], std::make_index_sequence<kLanes>());
   kernels.pair_group[0] = Fp32::kParts == 2 ? Fp32::kChunk : 0;
   kernels.pair_group[1] = Bf16::kParts == 2 ? Bf16::kChunk : 0;
+  kernels.q_terms[0] = Fp32::kQTerms;
+  kernels.q_terms[1] = Bf16::kQTerms;
   return kernels;
 }
 
