@@ -1,11 +1,13 @@
 // attention_tile_simd.h: the vectorized tile step of the CPU attention kernels
 // (attention_internal.h), written once over a small vector-traits struct and instantiated per
-// instruction set: AVX2+FMA (decode_attention_avx2.cc) and AVX-512 (decode_attention_avx512.cc).
+// instruction set: AVX2+FMA (decode_attention_avx2.cc), AVX-512 (decode_attention_avx512.cc) and
+// AVX-512 BF16 (decode_attention_avx512bf16.cc: bf16 scores by vdpbf16ps, see the dot traits).
 // Private to those translation units, each compiled with its own target flags; everything here
 // sits in an unnamed namespace on purpose, so that each includes its own copy: an inline function
 // shared by name could otherwise be emitted with AVX-512 code and kept by the linker for the AVX2
 // path too. The instantiations differ only in their traits; the AVX2 one is what the tests run on
-// an AVX2 machine, and the AVX-512 one reuses every line of it apart from the traits.
+// an AVX2 machine, and the AVX-512 one reuses every line of it apart from the traits; the dot
+// path of the AVX-512 BF16 one runs on AVX2 in the tests with emulated dot products.
 //
 // A tile step for a batch of kL query vectors and n ≤ 16 KV rows:
 //   scores: rows × lanes dot products, kT rows at a time so each query load feeds kT FMAs; the

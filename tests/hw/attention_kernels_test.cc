@@ -1,7 +1,9 @@
 // Tests for the CPU attention kernels (hw/paged_kv.h, hw/decode_attention.h,
 // hw/cascade_attention.h, hw/prefill_attention.h): differential tests of every kernel against the
 // naive double-precision reference (hw/attention_reference.h) over random seeds and shapes, on
-// both the scalar and the AVX2 tile step, with 1 and 2 threads.
+// every tile step the CPU supports (scalar, AVX2, AVX-512, AVX-512 BF16; the others are skipped,
+// naming the missing feature) and on the AVX-512 BF16 step's logic emulated on AVX2, with 1 and 2
+// threads.
 //
 // Error bounds asserted (kernel in fp32 vs the reference in double on the very values the pool
 // stores, so bf16 pools are compared against the reference run on the bf16-rounded values):
