@@ -58,12 +58,19 @@ using TileFn = void (*)(const TileArgs&);
 // first and then the odd ones (the bf16 "pairs" load of attention_tile_simd.h); the columns past
 // the last whole group stay in natural order. InitLane and FinishLane apply and undo it.
 // q_terms[dtype]: 0, or the number T of bf16 terms of q the kernels read from TileArgs::q_pairs
-// (InitLane writes them).
+// (InitLane writes them). fixed_dim[d][dtype]: the same kernels compiled for head dim
+// kFixedHeadDims[d] (constant strides and trip counts), or all null; KernelsFor picks them.
+inline constexpr uint32_t kFixedHeadDims[2] = {64, 128};
 struct TileKernels {
   TileFn fn[2][kLanes][2];
+  TileFn fixed_dim[2][2][kLanes][2];
   uint32_t pair_group[2];
   uint32_t q_terms[2];
 };
+
+// The [lanes − 1][masked] table for a pool's dtype and head dim: fixed_dim's when it has one.
+[[nodiscard]] const TileFn (*KernelsFor(const TileKernels& kernels, KvDtype dtype,
+                                        uint32_t head_dim))[2];
 
 // Each only to be called when the CPU has the features (ActiveTileKernels() checks).
 [[nodiscard]] const TileKernels& ScalarTileKernels();

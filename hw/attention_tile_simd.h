@@ -461,7 +461,7 @@ FEATHER_TILE_INLINE void ScoreRows(const float* q, const uint32_t* q_pairs, cons
 // Scores rows [row, tokens) kT rows at a time, then the rest with smaller steps. Each step also
 // prefetches the same rows of this tile's V and of the next tile's K (see TileArgs::next_k).
 template <class M, class T, int kL, int kT>
-inline void ScoreRowsFrom(const TileArgs& args, uint32_t row, float* s) {
+FEATHER_TILE_INLINE void ScoreRowsFrom(const TileArgs& args, uint32_t row, float* s) {
   const size_t row_bytes = size_t{args.head_dim} * M::kElemBytes;
   const auto* this_v = static_cast<const char*>(args.v);
   const char* next_k = PrefetchSource(args.next_k, args.k);
@@ -518,7 +518,7 @@ FEATHER_TILE_INLINE void AccumulatePart(const TileArgs& args, const float* p, co
 // Columns [col, end) kCb chunks at a time, then the rest with smaller steps; returns the first
 // column it did not reach (end minus less than one chunk).
 template <class V, int kL, int kCb>
-inline uint32_t AccumulateValuesFrom(const TileArgs& args, const float* p, const float* alpha,
+FEATHER_TILE_INLINE uint32_t AccumulateValuesFrom(const TileArgs& args, const float* p, const float* alpha,
                                      uint32_t col, uint32_t end) {
   for (; col + V::kChunk * kCb <= end; col += V::kChunk * kCb) {
     AccumulatePart<V, kL, kCb, 0>(args, p, alpha, col);
@@ -530,8 +530,12 @@ inline uint32_t AccumulateValuesFrom(const TileArgs& args, const float* p, const
 
 // The tile step: traits M for the columns [0, head_dim / M::kChunk · M::kChunk), T (8 wide,
 // natural order) for the rest.
-template <class M, class T, int kL, bool kMasked>
-void TileSimd(const TileArgs& args) {
+// kDim: 0 for any head dim (args.head_dim), else the head dim compiled in: every helper above is
+// inlined into this one function, so its strides and trip counts become constants.
+template <class M, class T, int kL, bool kMasked, uint32_t kDim>
+void TileSimd(const TileArgs& in) {
+  TileArgs args = in;
+  if constexpr (kDim != 0) args.head_dim = kDim;
   static_assert(T::kChunk == 8 && T::kParts == 1 && T::kQTerms == 0 &&
                 M::kElemBytes == T::kElemBytes);
   alignas(32) float s[kTileTokens * kLanes];
@@ -543,17 +547,24 @@ void TileSimd(const TileArgs& args) {
   AccumulateValuesFrom<T, kL, T::ChunksPerStep(kL)>(args, s, alpha, col, args.head_dim);
 }
 
-template <class M, class T, size_t... kI>
+template <class M, class T, uint32_t kDim, size_t... kI>
 constexpr void FillRow(TileFn (&row)[kLanes][2], std::index_sequence<kI...>) {
-  ((row[kI][0] = &TileSimd<M, T, kI + 1, false>, row[kI][1] = &TileSimd<M, T, kI + 1, true>), ...);
+  ((row[kI][0] = &TileSimd<M, T, kI + 1, false, kDim>,
+    row[kI][1] = &TileSimd<M, T, kI + 1, true, kDim>),
+   ...);
 }
 
 // The kernel table of one ISA: fp32 with (Fp32, Fp32Tail), bf16 with (Bf16, Bf16Tail).
 template <class Fp32, class Fp32Tail, class Bf16, class Bf16Tail>
 constexpr TileKernels MakeSimdKernels() {
   TileKernels kernels{};
-  FillRow<Fp32, Fp32Tail>(kernels.fn[0], std::make_index_sequence<kLanes>());
-  FillRow<Bf16, Bf16Tail>(kernels.fn[1], std::make_index_sequence<kLanes>());
+  constexpr auto kAll = std::make_index_sequence<kLanes>();
+  FillRow<Fp32, Fp32Tail, 0>(kernels.fn[0], kAll);
+  FillRow<Bf16, Bf16Tail, 0>(kernels.fn[1], kAll);
+  FillRow<Fp32, Fp32Tail, kFixedHeadDims[0]>(kernels.fixed_dim[0][0], kAll);
+  FillRow<Bf16, Bf16Tail, kFixedHeadDims[0]>(kernels.fixed_dim[0][1], kAll);
+  FillRow<Fp32, Fp32Tail, kFixedHeadDims[1]>(kernels.fixed_dim[1][0], kAll);
+  FillRow<Bf16, Bf16Tail, kFixedHeadDims[1]>(kernels.fixed_dim[1][1], kAll);
   kernels.pair_group[0] = Fp32::kParts == 2 ? Fp32::kChunk : 0;
   kernels.pair_group[1] = Bf16::kParts == 2 ? Bf16::kChunk : 0;
   kernels.q_terms[0] = Fp32::kQTerms;

@@ -185,6 +185,16 @@ AttentionIsa ActiveAttentionIsa() {
   return AttentionIsa::kScalar;
 }
 
+const TileFn (*KernelsFor(const TileKernels& kernels, KvDtype dtype, uint32_t head_dim))[2] {
+  const uint32_t table = dtype == KvDtype::kFp32 ? 0 : 1;
+  for (uint32_t d = 0; d < 2; ++d) {
+    if (head_dim == kFixedHeadDims[d] && kernels.fixed_dim[d][table][0][0] != nullptr) {
+      return kernels.fixed_dim[d][table];
+    }
+  }
+  return kernels.fn[table];
+}
+
 void SetTileKernelsForTesting(const TileKernels* kernels) { forced_kernels.store(kernels); }
 
 const TileKernels& ActiveTileKernels() {
@@ -301,7 +311,7 @@ void RunBatchesOverRange(const TileKernels& kernels, LaneScratch& scratch,
   const uint32_t block_tokens = layout.block_tokens;
   const auto* k_pool = static_cast<const char*>(range.k_pool);
   const auto* v_pool = static_cast<const char*>(range.v_pool);
-  const TileFn(*fns)[2] = kernels.fn[layout.dtype == KvDtype::kFp32 ? 0 : 1];
+  const TileFn(*fns)[2] = KernelsFor(kernels, layout.dtype, layout.head_dim);
   // Tiles are visited as (first token, head offset h) in token-then-head order.
   struct Step {
     uint32_t pos;
