@@ -8,8 +8,9 @@
 // walked block by block in one task); the shared-prefix pass and prefill run several batches over
 // each tile while it is hot in L1, so KV is read from memory once.
 // The tile step exists as portable scalar code and as one SIMD template (attention_tile_simd.h)
-// instantiated for AVX2+FMA and for AVX-512; ActiveTileKernels() picks one by the CPU's features
-// (checked once per process) unless a test or the FEATHER_ATTENTION_ISA variable forces one.
+// instantiated for AVX2+FMA, AVX-512 and AVX-512 with BF16 dot products; ActiveTileKernels()
+// picks one by the CPU's features (checked once per process) unless a test or the
+// FEATHER_ATTENTION_ISA variable forces one.
 #pragma once
 
 #include <cstddef>
@@ -27,6 +28,10 @@ inline constexpr uint32_t kTileTokens = 16;
 // functions that other translation units also emit (the linker could keep the AVX2 copy).
 struct TileArgs {
   const float* q;  // [kLanes][head_dim], scaled by scale·log2 e; lanes ≥ `lanes` are zero
+  // Only for kernels with TileKernels::q_terms T > 0 (else null): [kLanes][T][head_dim / 2]
+  // words, the same q as T bf16 terms (q ≈ Σ terms), each word a natural-order (even, odd)
+  // pair, even element in the low half — what a bf16 dot-product instruction takes.
+  const uint32_t* q_pairs;
   float* o;        // [kLanes][head_dim], unnormalized output
   float* m;        // [kLanes], running max of the base-2 scores (−inf before any token)
   float* l;        // [kLanes], running Σ 2^(score − m)
@@ -52,19 +57,36 @@ using TileFn = void (*)(const TileArgs&);
 // G > 0 when, within each whole group of G columns from column 0, they hold the even columns
 // first and then the odd ones (the bf16 "pairs" load of attention_tile_simd.h); the columns past
 // the last whole group stay in natural order. InitLane and FinishLane apply and undo it.
+// q_terms[dtype]: 0, or the number T of bf16 terms of q the kernels read from TileArgs::q_pairs
+// (InitLane writes them). fixed_dim[d][dtype]: the same kernels compiled for head dim
+// kFixedHeadDims[d] (constant strides and trip counts), or all null; KernelsFor picks them.
+inline constexpr uint32_t kFixedHeadDims[2] = {64, 128};
 struct TileKernels {
   TileFn fn[2][kLanes][2];
+  TileFn fixed_dim[2][2][kLanes][2];
   uint32_t pair_group[2];
+  uint32_t q_terms[2];
 };
+
+// The [lanes − 1][masked] table for a pool's dtype and head dim: fixed_dim's when it has one.
+[[nodiscard]] const TileFn (*KernelsFor(const TileKernels& kernels, KvDtype dtype,
+                                        uint32_t head_dim))[2];
 
 // Each only to be called when the CPU has the features (ActiveTileKernels() checks).
 [[nodiscard]] const TileKernels& ScalarTileKernels();
 [[nodiscard]] const TileKernels& Avx2TileKernels();    // AVX2 + FMA
 [[nodiscard]] const TileKernels& Avx512TileKernels();  // AVX-512 F + VL, AVX2, FMA
+// AVX-512 F + VL + BF16: bf16 K scored by vdpbf16ps (attention_tile_simd.h), the rest as AVX-512.
+[[nodiscard]] const TileKernels& Avx512Bf16TileKernels();
+// Tests only: the AVX-512 BF16 kernels' logic on AVX2, each vdpbf16ps replaced by the two FMAs
+// that give its exact result (AVX2 + FMA suffice). Not an ISA of its own: reached only through
+// SetTileKernelsForTesting.
+[[nodiscard]] const TileKernels& Avx2EmulatedBf16DotTileKernels();
 
 // The tile steps, in order of preference. kAuto: the last one the CPU supports.
-enum class AttentionIsa : uint8_t { kAuto, kScalar, kAvx2, kAvx512 };
-// "auto", "scalar", "avx2", "avx512": the name in benchmark labels, profiles and the variable.
+enum class AttentionIsa : uint8_t { kAuto, kScalar, kAvx2, kAvx512, kAvx512Bf16 };
+// "auto", "scalar", "avx2", "avx512", "avx512bf16": the name in benchmark labels, profiles and the
+// variable.
 [[nodiscard]] const char* AttentionIsaName(AttentionIsa isa);
 // Whether this CPU can run `isa`'s tile step (kAuto and kScalar: always).
 [[nodiscard]] bool CpuSupports(AttentionIsa isa);
@@ -77,16 +99,26 @@ enum class AttentionIsa : uint8_t { kAuto, kScalar, kAvx2, kAvx512 };
 // Not thread-safe against running kernels.
 bool SetAttentionIsaForTesting(AttentionIsa isa);
 [[nodiscard]] AttentionIsa ActiveAttentionIsa();  // never kAuto
+// The kernels of ActiveAttentionIsa(), or those SetTileKernelsForTesting installed.
 [[nodiscard]] const TileKernels& ActiveTileKernels();
+// Tests only: makes ActiveTileKernels() return `kernels` (null: back to the ISA's own), whose
+// features the caller has checked. Not thread-safe against running kernels.
+void SetTileKernelsForTesting(const TileKernels* kernels);
 
 // Per-thread state of several lane batches, sized on first use and only ever grown, so the hot
 // path does not allocate. Batch b holds q, o ([kLanes][head_dim] each, in the column order of the
-// kernels' pair_group for the pool's dtype), m, l and the exclusive causal limits (absolute token
-// positions) of its lanes. 64-byte aligned batches.
+// kernels' pair_group for the pool's dtype), m, l, the exclusive causal limits (absolute token
+// positions) of its lanes and, for kernels with q_terms, q's bf16 pairs (TileArgs::q_pairs).
+// 64-byte aligned batches.
 class LaneScratch {
  public:
   void Reserve(uint32_t batches, uint32_t head_dim, const TileKernels& kernels, KvDtype dtype);
   [[nodiscard]] uint32_t PairGroup() const { return pair_group_; }
+  [[nodiscard]] uint32_t QTerms() const { return q_terms_; }
+  // [kLanes][QTerms()][head_dim / 2] words; null when QTerms() is 0.
+  [[nodiscard]] uint32_t* QPairs(uint32_t b) {
+    return q_terms_ == 0 ? nullptr : reinterpret_cast<uint32_t*>(L(b) + kLanes);
+  }
   [[nodiscard]] float* Q(uint32_t b) { return Base(b); }
   [[nodiscard]] float* O(uint32_t b) { return Base(b) + size_t{kLanes} * head_dim_; }
   [[nodiscard]] float* M(uint32_t b) { return Base(b) + 2 * size_t{kLanes} * head_dim_; }
@@ -103,11 +135,12 @@ class LaneScratch {
   size_t stride_ = 0;
   uint32_t head_dim_ = 0;
   uint32_t pair_group_ = 0;
+  uint32_t q_terms_ = 0;
 };
 [[nodiscard]] LaneScratch& ThreadLaneScratch();  // thread_local
 
-// Starts lane `lane` of batch b: copies q·scale·log2 e (in the scratch's column order), clears o,
-// m = −inf, l = 0.
+// Starts lane `lane` of batch b: copies q·scale·log2 e (in the scratch's column order, and as
+// QTerms() bf16 pairs when the kernels take them), clears o, m = −inf, l = 0.
 void InitLane(LaneScratch& scratch, uint32_t b, uint32_t lane, const float* q, float scale,
               uint32_t head_dim);
 // Zeroes the q of lanes [from, kLanes) of batch b (padding lanes of a partial batch).

@@ -1,11 +1,13 @@
 // attention_tile_simd.h: the vectorized tile step of the CPU attention kernels
 // (attention_internal.h), written once over a small vector-traits struct and instantiated per
-// instruction set: AVX2+FMA (decode_attention_avx2.cc) and AVX-512 (decode_attention_avx512.cc).
+// instruction set: AVX2+FMA (decode_attention_avx2.cc), AVX-512 (decode_attention_avx512.cc) and
+// AVX-512 BF16 (decode_attention_avx512bf16.cc: bf16 scores by vdpbf16ps, see the dot traits).
 // Private to those translation units, each compiled with its own target flags; everything here
 // sits in an unnamed namespace on purpose, so that each includes its own copy: an inline function
 // shared by name could otherwise be emitted with AVX-512 code and kept by the linker for the AVX2
 // path too. The instantiations differ only in their traits; the AVX2 one is what the tests run on
-// an AVX2 machine, and the AVX-512 one reuses every line of it apart from the traits.
+// an AVX2 machine, and the AVX-512 one reuses every line of it apart from the traits; the dot
+// path of the AVX-512 BF16 one runs on AVX2 in the tests with emulated dot products.
 //
 // A tile step for a batch of kL query vectors and n ≤ 16 KV rows:
 //   scores: rows × lanes dot products, kT rows at a time so each query load feeds kT FMAs; the
@@ -55,6 +57,7 @@ namespace {  // NOLINT(cert-dcl59-cpp,google-build-namespaces): one copy per ISA
 struct Avx2Base {
   using Vec = __m256;
   static constexpr uint32_t kWidth = 8;
+  static constexpr uint32_t kQTerms = 0;  // scores by FMAs on fp32 (see the dot traits below)
   static Vec Zero() { return _mm256_setzero_ps(); }
   static Vec Set1(float x) { return _mm256_set1_ps(x); }
   static Vec Load(const float* p) { return _mm256_load_ps(p); }  // lane scratch: 32-byte aligned
@@ -116,6 +119,116 @@ struct Avx2Bf16Pairs : Avx2Base {
   }
 };
 
+// bf16 scored by dot products (kQTerms > 0): a dot-product instruction takes 2·kWidth bf16 of K
+// as they lie in memory — kWidth (even, odd) pairs — against kWidth pairs of q, and adds each
+// pair's two products into one fp32 lane; kQTerms such instructions, one per bf16 term of q
+// (TileArgs::q_pairs), give the fp32-exact score. The values pass is the pairs one (inherited).
+// Traits add: Raw (the integer vector), LoadRaw(base, index), LoadPairs(words),
+// Dot(acc, k_raw, q_pairs).
+//
+// This one does on AVX2 what vdpbf16ps does, to test that logic where no AVX-512 BF16 CPU is at
+// hand: per 32-bit lane, acc + k_odd·q_odd, then + k_even·q_even, each product exact in fp32 (8-
+// by 8-bit significands) and each sum rounded to nearest — the steps of the instruction's
+// pseudo-code in Intel's SDM, which also flushes denormal inputs and outputs (these FMAs do not).
+struct Avx2Bf16EmulatedDot : Avx2Bf16Pairs {
+  static constexpr uint32_t kQTerms = 3;
+  using Raw = __m256i;
+  static Raw LoadRaw(const void* base, size_t index) {
+    return _mm256_loadu_si256(
+        reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(base) + index));
+  }
+  static Raw LoadPairs(const uint32_t* words) {
+    return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(words));
+  }
+  static Vec Dot(Vec acc, Raw k, Raw q) {
+    const __m256i high = _mm256_set1_epi32(static_cast<int>(0xFFFF0000u));
+    acc = _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_and_si256(k, high)),
+                          _mm256_castsi256_ps(_mm256_and_si256(q, high)), acc);
+    return _mm256_fmadd_ps(_mm256_castsi256_ps(_mm256_slli_epi32(k, 16)),
+                           _mm256_castsi256_ps(_mm256_slli_epi32(q, 16)), acc);
+  }
+};
+
+#if defined(__AVX512F__)
+// --- 16-wide traits (AVX-512 F + VL; the translation units built with -mavx512f) -------------
+
+struct Avx512Base {
+  using Vec = __m512;
+  static constexpr uint32_t kWidth = 16;
+  static constexpr uint32_t kQTerms = 0;
+  static Vec Zero() { return _mm512_setzero_ps(); }
+  static Vec Set1(float x) { return _mm512_set1_ps(x); }
+  // Lane rows start at multiples of 8 floats (head_dim), so only 32-byte alignment is certain.
+  static Vec Load(const float* p) { return _mm512_loadu_ps(p); }
+  static void Store(float* p, Vec v) { _mm512_storeu_ps(p, v); }
+  static Vec Fma(Vec a, Vec b, Vec c) { return _mm512_fmadd_ps(a, b, c); }
+  static Vec Mul(Vec a, Vec b) { return _mm512_mul_ps(a, b); }
+  static void Pin(Vec& v) { __asm__("" : "+v"(v)); }
+  // The masked forms (all lanes selected) spell out the pass-through operand: GCC 12's unmasked
+  // extract (also behind _mm512_castps512_ps256) passes an "undefined" vector that
+  // -Wuninitialized reports.
+  static __m256 ToYmm(Vec v) {
+    const __m512d wide = _mm512_castps_pd(v);
+    const __m256d low = _mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xF, wide, 0);
+    const __m256d high = _mm512_mask_extractf64x4_pd(_mm256_setzero_pd(), 0xF, wide, 1);
+    return _mm256_add_ps(_mm256_castpd_ps(low), _mm256_castpd_ps(high));
+  }
+  // 32 zmm registers: kT·kL accumulators + kT keys + a query ≤ 31; kCb·kL accumulators + kCb
+  // values + a broadcast p ≤ 25.
+  static constexpr int RowsPerStep(int lanes) {
+    constexpr int kRows[kLanes] = {8, 8, 6, 6, 4, 4, 3, 3};
+    return kRows[lanes - 1];
+  }
+  static constexpr int ChunksPerStep(int lanes) {
+    constexpr int kChunks[kLanes] = {8, 8, 4, 4, 4, 4, 2, 2};
+    return kChunks[lanes - 1];
+  }
+};
+
+struct Avx512Fp32 : Avx512Base {
+  static constexpr uint32_t kElemBytes = 4;
+  static constexpr uint32_t kParts = 1;
+  static constexpr uint32_t kChunk = kWidth;
+  template <uint32_t kPart>
+  static Vec LoadKv(const void* base, size_t index) {
+    return _mm512_loadu_ps(static_cast<const float*>(base) + index);
+  }
+};
+
+struct Avx512Bf16Pairs : Avx512Base {
+  static constexpr uint32_t kElemBytes = 2;
+  static constexpr uint32_t kParts = 2;
+  static constexpr uint32_t kChunk = 2 * kWidth;
+  template <uint32_t kPart>
+  static Vec LoadKv(const void* base, size_t index) {
+    const __m512i raw = _mm512_loadu_si512(static_cast<const uint16_t*>(base) + index);
+    if constexpr (kPart == 0) {
+      return _mm512_castsi512_ps(_mm512_mask_slli_epi32(raw, 0xFFFF, raw, 16));
+    } else {
+      return _mm512_castsi512_ps(
+          _mm512_and_si512(raw, _mm512_set1_epi32(static_cast<int>(0xFFFF0000u))));
+    }
+  }
+};
+
+#if defined(__AVX512BF16__)
+// bf16 K scored by vdpbf16ps (_mm512_dpbf16_ps): 32 products per instruction, three per 32
+// columns and lane (q's bf16 terms), against two FMAs and, shared by the lanes, one shift and one
+// AND on the pairs path. Values: the pairs path, unchanged.
+struct Avx512Bf16Dot : Avx512Bf16Pairs {
+  static constexpr uint32_t kQTerms = 3;
+  using Raw = __m512i;
+  static Raw LoadRaw(const void* base, size_t index) {
+    return _mm512_loadu_si512(static_cast<const uint16_t*>(base) + index);
+  }
+  static Raw LoadPairs(const uint32_t* words) { return _mm512_loadu_si512(words); }
+  static Vec Dot(Vec acc, Raw k, Raw q) {
+    return _mm512_dpbf16_ps(acc, reinterpret_cast<__m512bh&>(k), reinterpret_cast<__m512bh&>(q));
+  }
+};
+#endif  // __AVX512BF16__
+#endif  // __AVX512F__
+
 // --- Lane-wise pieces, always 8 wide ---------------------------------------------------------
 
 // 2^x, relative error ~2e-7 (Cephes exp2f polynomial on [−0.5, 0.5]); x ≤ −127 (−inf too) gives
@@ -137,13 +250,29 @@ inline __m256 Exp2(__m256 x) {
   return _mm256_mul_ps(p, _mm256_castsi256_ps(bits));
 }
 
-// Prefetches the cache lines of base[begin, end) (base may be null: nothing to fetch).
-inline void PrefetchLines(const void* base, size_t begin, size_t end) {
-  if (base == nullptr) return;
-  const char* bytes = static_cast<const char*>(base);
+// The hot helpers below are forced inline: left to itself GCC 12 calls the score step of a row
+// pair as a function (eight calls per tile, each saving and restoring six registers and
+// recomputing its addresses), which cost ~10 % of the bf16 tile's instructions (callgrind).
+#define FEATHER_TILE_INLINE inline __attribute__((always_inline))
+
+// Prefetches the cache lines of base[begin, end). Branch-free: a tile with nothing to fetch
+// (TileArgs::next_k null) passes a line it already holds (PrefetchSource), whose prefetch is an
+// L1 hit, instead of a null pointer the loop would test on every row.
+FEATHER_TILE_INLINE void PrefetchLines(const char* base, size_t begin, size_t end) {
   for (size_t offset = begin & ~size_t{63}; offset < end; offset += 64) {
-    _mm_prefetch(bytes + offset, _MM_HINT_T0);
+    _mm_prefetch(base + offset, _MM_HINT_T0);
   }
+}
+// The same for a slice of compile-time size: one prefetch per 64 bytes from its start, so that
+// slices laid end to end touch every line of their range whatever the alignment.
+template <size_t kBytes>
+FEATHER_TILE_INLINE void PrefetchSlice(const char* base, size_t begin) {
+  for (size_t offset = 0; offset < kBytes; offset += 64) {
+    _mm_prefetch(base + begin + offset, _MM_HINT_T0);
+  }
+}
+FEATHER_TILE_INLINE const char* PrefetchSource(const void* wanted, const void* held) {
+  return static_cast<const char*>(wanted != nullptr ? wanted : held);
 }
 
 // Scores live token-major in a small buffer, kStride floats per token: 4 when a batch has at most
@@ -239,7 +368,7 @@ inline void SoftmaxRows(const TileArgs& args, float* s, float* alpha) {
 // Scores of KV rows [row, row + kT) against the kL queries for the columns [c, c + V::kChunk):
 // one part at a time, so that a part's keys and one query fill the registers.
 template <class V, int kL, int kT, uint32_t kPart>
-inline void ScorePart(const float* q, const void* k, size_t base, uint32_t dim, uint32_t c,
+FEATHER_TILE_INLINE void ScorePart(const float* q, const void* k, size_t base, uint32_t dim, uint32_t c,
                       typename V::Vec (&acc)[kT][kL]) {
   typename V::Vec keys[kT];
   for (int t = 0; t < kT; ++t) {
@@ -253,29 +382,55 @@ inline void ScorePart(const float* q, const void* k, size_t base, uint32_t dim, 
   }
 }
 
+// The same by dot products (V::kQTerms > 0): rows as raw pairs, q as its bf16 terms.
 template <class V, int kL, int kT>
-inline void ScoreChunk(const float* q, const void* k, size_t base, uint32_t dim, uint32_t c,
-                       typename V::Vec (&acc)[kT][kL]) {
-  ScorePart<V, kL, kT, 0>(q, k, base, dim, c, acc);
-  if constexpr (V::kParts == 2) ScorePart<V, kL, kT, 1>(q, k, base, dim, c, acc);
+FEATHER_TILE_INLINE void ScoreDot(const uint32_t* q_pairs, const void* k, size_t base,
+                                  uint32_t dim, uint32_t c, typename V::Vec (&acc)[kT][kL]) {
+  typename V::Raw keys[kT];
+  for (int t = 0; t < kT; ++t) keys[t] = V::LoadRaw(k, base + static_cast<size_t>(t) * dim + c);
+  const size_t term_words = dim / 2;
+  for (int j = 0; j < kL; ++j) {
+    const uint32_t* lane = q_pairs + static_cast<size_t>(j) * V::kQTerms * term_words + c / 2;
+    for (uint32_t term = 0; term < V::kQTerms; ++term) {
+      const typename V::Raw qj = V::LoadPairs(lane + term * term_words);
+      for (int t = 0; t < kT; ++t) acc[t][j] = V::Dot(acc[t][j], keys[t], qj);
+    }
+  }
+}
+
+template <class V, int kL, int kT>
+FEATHER_TILE_INLINE void ScoreChunk(const float* q, const uint32_t* q_pairs, const void* k,
+                                    size_t base, uint32_t dim, uint32_t c,
+                                    typename V::Vec (&acc)[kT][kL]) {
+  if constexpr (V::kQTerms > 0) {
+    ScoreDot<V, kL, kT>(q_pairs, k, base, dim, c, acc);
+  } else {
+    ScorePart<V, kL, kT, 0>(q, k, base, dim, c, acc);
+    if constexpr (V::kParts == 2) ScorePart<V, kL, kT, 1>(q, k, base, dim, c, acc);
+  }
 }
 
 // Scores of KV rows [row, row + kT) against the kL queries, into s[row · stride ..]: columns
 // [0, main) with the traits M, the natural-order tail with T (8 wide).
 template <class M, class T, int kL, int kT>
-inline void ScoreRows(const float* q, const void* k, uint32_t row, uint32_t dim, float* s) {
+FEATHER_TILE_INLINE void ScoreRows(const float* q, const uint32_t* q_pairs, const void* k,
+                                   uint32_t row, uint32_t dim, float* s) {
   const uint32_t main = dim / M::kChunk * M::kChunk;
   const size_t base = size_t{row} * dim;
   typename M::Vec wide[kT][kL];
   for (int t = 0; t < kT; ++t) {
     for (int j = 0; j < kL; ++j) wide[t][j] = M::Zero();
   }
-  for (uint32_t c = 0; c < main; c += M::kChunk) ScoreChunk<M, kL, kT>(q, k, base, dim, c, wide);
+  for (uint32_t c = 0; c < main; c += M::kChunk) {
+    ScoreChunk<M, kL, kT>(q, q_pairs, k, base, dim, c, wide);
+  }
   __m256 acc[kT][kL];
   for (int t = 0; t < kT; ++t) {
     for (int j = 0; j < kL; ++j) acc[t][j] = M::ToYmm(wide[t][j]);
   }
-  for (uint32_t c = main; c < dim; c += T::kChunk) ScoreChunk<T, kL, kT>(q, k, base, dim, c, acc);
+  for (uint32_t c = main; c < dim; c += T::kChunk) {
+    ScoreChunk<T, kL, kT>(q, nullptr, k, base, dim, c, acc);
+  }
   const __m256 zero = _mm256_setzero_ps();
   constexpr int kStride = ScoreStride(kL);
   float* out = s + size_t{row} * kStride;
@@ -306,20 +461,25 @@ inline void ScoreRows(const float* q, const void* k, uint32_t row, uint32_t dim,
 // Scores rows [row, tokens) kT rows at a time, then the rest with smaller steps. Each step also
 // prefetches the same rows of this tile's V and of the next tile's K (see TileArgs::next_k).
 template <class M, class T, int kL, int kT>
-inline void ScoreRowsFrom(const TileArgs& args, uint32_t row, float* s) {
+FEATHER_TILE_INLINE void ScoreRowsFrom(const TileArgs& args, uint32_t row, float* s) {
   const size_t row_bytes = size_t{args.head_dim} * M::kElemBytes;
+  const auto* this_v = static_cast<const char*>(args.v);
+  const char* next_k = PrefetchSource(args.next_k, args.k);
   for (; row + kT <= args.tokens; row += kT) {
-    PrefetchLines(args.v, row * row_bytes, (row + kT) * row_bytes);
-    PrefetchLines(args.next_k, row * row_bytes, (row + kT) * row_bytes);
-    ScoreRows<M, T, kL, kT>(args.q, args.k, row, args.head_dim, s);
+    PrefetchLines(this_v, row * row_bytes, (row + kT) * row_bytes);
+    PrefetchLines(next_k, row * row_bytes, (row + kT) * row_bytes);
+    ScoreRows<M, T, kL, kT>(args.q, args.q_pairs, args.k, row, args.head_dim, s);
   }
   if constexpr (kT > 1) ScoreRowsFrom<M, T, kL, kT / 2>(args, row, s);
 }
 
 // One part of kCb chunks from column `col`: o[lane][..] = o·alpha + Σ_t p[t][lane]·v[t][..].
 template <class V, int kL, int kCb, uint32_t kPart>
-inline void AccumulatePart(const TileArgs& args, const float* p, const float* alpha, uint32_t col) {
+FEATHER_TILE_INLINE void AccumulatePart(const TileArgs& args, const float* p, const float* alpha,
+                                        uint32_t col) {
   const uint32_t dim = args.head_dim;
+  const char* next_v = PrefetchSource(args.next_v, args.v);
+  const char* after_k = PrefetchSource(args.after_k, args.k);
   typename V::Vec acc[kL][kCb];
   for (int j = 0; j < kL; ++j) {
     const typename V::Vec scale = V::Set1(alpha[j]);
@@ -335,8 +495,8 @@ inline void AccumulatePart(const TileArgs& args, const float* p, const float* al
       // order (measured ~15% faster from DRAM than the columns this pass reads, a row apart).
       constexpr size_t kSlice = size_t{V::kChunk} * kCb * V::kElemBytes;
       const size_t ahead = (size_t{col} / (V::kChunk * kCb) * args.tokens + t) * kSlice;
-      PrefetchLines(args.next_v, ahead, ahead + kSlice);
-      PrefetchLines(args.after_k, ahead, ahead + kSlice);
+      PrefetchSlice<kSlice>(next_v, ahead);
+      PrefetchSlice<kSlice>(after_k, ahead);
     }
     typename V::Vec values[kCb];
     for (int b = 0; b < kCb; ++b) {
@@ -358,7 +518,7 @@ inline void AccumulatePart(const TileArgs& args, const float* p, const float* al
 // Columns [col, end) kCb chunks at a time, then the rest with smaller steps; returns the first
 // column it did not reach (end minus less than one chunk).
 template <class V, int kL, int kCb>
-inline uint32_t AccumulateValuesFrom(const TileArgs& args, const float* p, const float* alpha,
+FEATHER_TILE_INLINE uint32_t AccumulateValuesFrom(const TileArgs& args, const float* p, const float* alpha,
                                      uint32_t col, uint32_t end) {
   for (; col + V::kChunk * kCb <= end; col += V::kChunk * kCb) {
     AccumulatePart<V, kL, kCb, 0>(args, p, alpha, col);
@@ -370,9 +530,14 @@ inline uint32_t AccumulateValuesFrom(const TileArgs& args, const float* p, const
 
 // The tile step: traits M for the columns [0, head_dim / M::kChunk · M::kChunk), T (8 wide,
 // natural order) for the rest.
-template <class M, class T, int kL, bool kMasked>
-void TileSimd(const TileArgs& args) {
-  static_assert(T::kChunk == 8 && T::kParts == 1 && M::kElemBytes == T::kElemBytes);
+// kDim: 0 for any head dim (args.head_dim), else the head dim compiled in: every helper above is
+// inlined into this one function, so its strides and trip counts become constants.
+template <class M, class T, int kL, bool kMasked, uint32_t kDim>
+void TileSimd(const TileArgs& in) {
+  TileArgs args = in;
+  if constexpr (kDim != 0) args.head_dim = kDim;
+  static_assert(T::kChunk == 8 && T::kParts == 1 && T::kQTerms == 0 &&
+                M::kElemBytes == T::kElemBytes);
   alignas(32) float s[kTileTokens * kLanes];
   alignas(32) float alpha[kLanes];
   ScoreRowsFrom<M, T, kL, M::RowsPerStep(kL)>(args, 0, s);
@@ -382,21 +547,32 @@ void TileSimd(const TileArgs& args) {
   AccumulateValuesFrom<T, kL, T::ChunksPerStep(kL)>(args, s, alpha, col, args.head_dim);
 }
 
-template <class M, class T, size_t... kI>
+template <class M, class T, uint32_t kDim, size_t... kI>
 constexpr void FillRow(TileFn (&row)[kLanes][2], std::index_sequence<kI...>) {
-  ((row[kI][0] = &TileSimd<M, T, kI + 1, false>, row[kI][1] = &TileSimd<M, T, kI + 1, true>), ...);
+  ((row[kI][0] = &TileSimd<M, T, kI + 1, false, kDim>,
+    row[kI][1] = &TileSimd<M, T, kI + 1, true, kDim>),
+   ...);
 }
 
 // The kernel table of one ISA: fp32 with (Fp32, Fp32Tail), bf16 with (Bf16, Bf16Tail).
 template <class Fp32, class Fp32Tail, class Bf16, class Bf16Tail>
 constexpr TileKernels MakeSimdKernels() {
   TileKernels kernels{};
-  FillRow<Fp32, Fp32Tail>(kernels.fn[0], std::make_index_sequence<kLanes>());
-  FillRow<Bf16, Bf16Tail>(kernels.fn[1], std::make_index_sequence<kLanes>());
+  constexpr auto kAll = std::make_index_sequence<kLanes>();
+  FillRow<Fp32, Fp32Tail, 0>(kernels.fn[0], kAll);
+  FillRow<Bf16, Bf16Tail, 0>(kernels.fn[1], kAll);
+  FillRow<Fp32, Fp32Tail, kFixedHeadDims[0]>(kernels.fixed_dim[0][0], kAll);
+  FillRow<Bf16, Bf16Tail, kFixedHeadDims[0]>(kernels.fixed_dim[0][1], kAll);
+  FillRow<Fp32, Fp32Tail, kFixedHeadDims[1]>(kernels.fixed_dim[1][0], kAll);
+  FillRow<Bf16, Bf16Tail, kFixedHeadDims[1]>(kernels.fixed_dim[1][1], kAll);
   kernels.pair_group[0] = Fp32::kParts == 2 ? Fp32::kChunk : 0;
   kernels.pair_group[1] = Bf16::kParts == 2 ? Bf16::kChunk : 0;
+  kernels.q_terms[0] = Fp32::kQTerms;
+  kernels.q_terms[1] = Bf16::kQTerms;
   return kernels;
 }
 
 }  // namespace
 }  // namespace feather::hw::attention_internal
+
+#undef FEATHER_TILE_INLINE

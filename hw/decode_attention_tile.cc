@@ -1,5 +1,5 @@
 // decode_attention_tile.cc: the machinery the CPU attention kernels share (attention_internal.h):
-// the once-per-process choice of the tile step (AVX-512, AVX2+FMA or scalar), the per-thread
+// the once-per-process choice of the tile step (AVX-512 BF16, AVX-512, AVX2+FMA or scalar), the per-thread
 // lane scratch and its column order, the walk over a paged KV range with prefetch, and the
 // log-sum-exp merges.
 #include <algorithm>
@@ -23,9 +23,11 @@ constexpr float kLog2E = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
 constexpr size_t kLookaheadBytes = 4096;
 std::atomic<AttentionIsa> forced_isa{AttentionIsa::kAuto};
+std::atomic<const TileKernels*> forced_kernels{nullptr};
 
 constexpr AttentionIsa kAllIsas[] = {AttentionIsa::kAuto, AttentionIsa::kScalar,
-                                     AttentionIsa::kAvx2, AttentionIsa::kAvx512};
+                                     AttentionIsa::kAvx2, AttentionIsa::kAvx512,
+                                     AttentionIsa::kAvx512Bf16};
 
 // The CPU features each tile step needs, checked in order; the first one missing is named.
 struct CpuFeatures {
@@ -33,6 +35,7 @@ struct CpuFeatures {
   bool fma = false;
   bool avx512f = false;
   bool avx512vl = false;
+  bool avx512bf16 = false;
 };
 
 const CpuFeatures& Features() {
@@ -44,6 +47,7 @@ const CpuFeatures& Features() {
     f.fma = __builtin_cpu_supports("fma");
     f.avx512f = __builtin_cpu_supports("avx512f");
     f.avx512vl = __builtin_cpu_supports("avx512vl");
+    f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
 #endif
     return f;
   }();
@@ -67,7 +71,8 @@ AttentionIsa IsaFromEnvironment() {
       return candidate;
     }
     std::fprintf(stderr,
-                 "error: FEATHER_ATTENTION_ISA=%s: unknown (one of auto, scalar, avx2, avx512)\n",
+                 "error: FEATHER_ATTENTION_ISA=%s: unknown (one of auto, scalar, avx2, avx512, "
+                 "avx512bf16)\n",
                  value);
     std::exit(2);
   }();
@@ -112,6 +117,7 @@ void RunTile(const TileFn (*fns)[2], LaneScratch& scratch, uint32_t first, uint3
   bool prefetched = false;
   for (uint32_t b = first; b < first + count; ++b) {
     TileArgs args{scratch.Q(b),
+                  scratch.QPairs(b),
                   scratch.O(b),
                   scratch.M(b),
                   scratch.L(b),
@@ -142,18 +148,22 @@ const char* AttentionIsaName(AttentionIsa isa) {
       return "avx2";
     case AttentionIsa::kAvx512:
       return "avx512";
+    case AttentionIsa::kAvx512Bf16:
+      return "avx512bf16";
   }
   return "?";
 }
 
 const char* MissingFeature(AttentionIsa isa) {
   const CpuFeatures& f = Features();
-  if (isa == AttentionIsa::kAvx2 || isa == AttentionIsa::kAvx512) {
+  const bool avx512 = isa == AttentionIsa::kAvx512 || isa == AttentionIsa::kAvx512Bf16;
+  if (isa == AttentionIsa::kAvx2 || avx512) {
     if (!f.avx2) return "avx2";
     if (!f.fma) return "fma";
   }
-  if (isa == AttentionIsa::kAvx512 && !f.avx512f) return "avx512f";
-  if (isa == AttentionIsa::kAvx512 && !f.avx512vl) return "avx512vl";
+  if (avx512 && !f.avx512f) return "avx512f";
+  if (avx512 && !f.avx512vl) return "avx512vl";
+  if (isa == AttentionIsa::kAvx512Bf16 && !f.avx512bf16) return "avx512bf16";
   return "";
 }
 
@@ -169,13 +179,29 @@ AttentionIsa ActiveAttentionIsa() {
   AttentionIsa chosen = forced_isa.load(std::memory_order_relaxed);
   if (chosen == AttentionIsa::kAuto) chosen = IsaFromEnvironment();
   if (chosen != AttentionIsa::kAuto) return chosen;
+  if (CpuSupports(AttentionIsa::kAvx512Bf16)) return AttentionIsa::kAvx512Bf16;
   if (CpuSupports(AttentionIsa::kAvx512)) return AttentionIsa::kAvx512;
   if (CpuSupports(AttentionIsa::kAvx2)) return AttentionIsa::kAvx2;
   return AttentionIsa::kScalar;
 }
 
+const TileFn (*KernelsFor(const TileKernels& kernels, KvDtype dtype, uint32_t head_dim))[2] {
+  const uint32_t table = dtype == KvDtype::kFp32 ? 0 : 1;
+  for (uint32_t d = 0; d < 2; ++d) {
+    if (head_dim == kFixedHeadDims[d] && kernels.fixed_dim[d][table][0][0] != nullptr) {
+      return kernels.fixed_dim[d][table];
+    }
+  }
+  return kernels.fn[table];
+}
+
+void SetTileKernelsForTesting(const TileKernels* kernels) { forced_kernels.store(kernels); }
+
 const TileKernels& ActiveTileKernels() {
+  if (const TileKernels* forced = forced_kernels.load(std::memory_order_relaxed)) return *forced;
   switch (ActiveAttentionIsa()) {
+    case AttentionIsa::kAvx512Bf16:
+      return Avx512Bf16TileKernels();
     case AttentionIsa::kAvx512:
       return Avx512TileKernels();
     case AttentionIsa::kAvx2:
@@ -188,10 +214,13 @@ const TileKernels& ActiveTileKernels() {
 void LaneScratch::Reserve(uint32_t batches, uint32_t head_dim, const TileKernels& kernels,
                           KvDtype dtype) {
   constexpr size_t kAlignFloats = 16;  // 64 bytes: aligned AVX2 and AVX-512 loads of q and o
-  // A multiple of 16 floats (head_dim is a multiple of 8), so every batch stays 64-byte aligned.
-  stride_ = 2 * size_t{kLanes} * head_dim + 2 * kLanes;
+  const uint32_t table = dtype == KvDtype::kFp32 ? 0 : 1;
+  q_terms_ = kernels.q_terms[table];
+  // A multiple of 16 floats (head_dim is a multiple of 8), so every batch stays 64-byte aligned:
+  // q, o, m, l, then q's bf16 pairs (kLanes · q_terms · head_dim / 2 words, a multiple of 16).
+  stride_ = 2 * size_t{kLanes} * head_dim + 2 * kLanes + size_t{kLanes} * q_terms_ * head_dim / 2;
   head_dim_ = head_dim;
-  pair_group_ = kernels.pair_group[dtype == KvDtype::kFp32 ? 0 : 1];
+  pair_group_ = kernels.pair_group[table];
   const size_t needed = size_t{batches} * stride_ + kAlignFloats;
   if (storage_.size() < needed) storage_.resize(needed);
   if (limits_.size() < size_t{batches} * kLanes) limits_.resize(size_t{batches} * kLanes);
@@ -219,6 +248,21 @@ void InitLane(LaneScratch& scratch, uint32_t b, uint32_t lane, const float* q, f
     }
   }
   for (uint32_t d = paired; d < head_dim; ++d) q_lane[d] = q[d] * factor;
+  if (const uint32_t terms = scratch.QTerms(); terms > 0) {
+    // Each term rounds (to nearest even) what the earlier ones left: three terms carry the 24
+    // bits of an fp32 q, so bf16 dot products score as exactly as fp32 FMAs do.
+    uint32_t* pairs = scratch.QPairs(b) + size_t{lane} * terms * (head_dim / 2);
+    for (uint32_t i = 0; i < head_dim / 2; ++i) {
+      float rest[2] = {q[2 * i] * factor, q[2 * i + 1] * factor};
+      for (uint32_t t = 0; t < terms; ++t) {
+        const uint16_t even = FloatToBf16(rest[0]);
+        const uint16_t odd = FloatToBf16(rest[1]);
+        pairs[size_t{t} * (head_dim / 2) + i] = uint32_t{even} | (uint32_t{odd} << 16);
+        rest[0] -= Bf16ToFloat(even);
+        rest[1] -= Bf16ToFloat(odd);
+      }
+    }
+  }
   std::fill_n(scratch.O(b) + size_t{lane} * head_dim, head_dim, 0.0f);
   scratch.M(b)[lane] = kMinusInf;
   scratch.L(b)[lane] = 0;
@@ -231,6 +275,10 @@ void ClearLanesFrom(LaneScratch& scratch, uint32_t b, uint32_t from, uint32_t he
     scratch.M(b)[lane] = kMinusInf;
     scratch.L(b)[lane] = 0;
     scratch.Limit(b)[lane] = 0;
+    if (const uint32_t terms = scratch.QTerms(); terms > 0) {
+      std::fill_n(scratch.QPairs(b) + size_t{lane} * terms * (head_dim / 2),
+                  size_t{terms} * (head_dim / 2), 0u);
+    }
   }
 }
 
@@ -263,7 +311,7 @@ void RunBatchesOverRange(const TileKernels& kernels, LaneScratch& scratch,
   const uint32_t block_tokens = layout.block_tokens;
   const auto* k_pool = static_cast<const char*>(range.k_pool);
   const auto* v_pool = static_cast<const char*>(range.v_pool);
-  const TileFn(*fns)[2] = kernels.fn[layout.dtype == KvDtype::kFp32 ? 0 : 1];
+  const TileFn(*fns)[2] = KernelsFor(kernels, layout.dtype, layout.head_dim);
   // Tiles are visited as (first token, head offset h) in token-then-head order.
   struct Step {
     uint32_t pos;

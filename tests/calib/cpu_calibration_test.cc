@@ -17,7 +17,8 @@ TEST(CpuCalibrationTest, KernelPathNameFollowsTheTileStepInUse) {
     const char* name;
   } cases[] = {{AttentionIsa::kScalar, "scalar"},
                {AttentionIsa::kAvx2, "avx2+fma"},
-               {AttentionIsa::kAvx512, "avx512"}};
+               {AttentionIsa::kAvx512, "avx512"},
+               {AttentionIsa::kAvx512Bf16, "avx512bf16"}};
   int checked = 0;
   for (const auto& c : cases) {
     if (!hw::attention_internal::SetAttentionIsaForTesting(c.isa)) continue;  // CPU lacks it

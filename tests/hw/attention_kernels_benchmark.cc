@@ -22,9 +22,9 @@
 //   build-kernels/tests/attention_kernels_benchmark --benchmark_repetitions=3
 //     --benchmark_report_aggregates_only=true
 //     --benchmark_filter='ReadBandwidth/threads:2|PagedDecode/.*/shared:0/threads:2'
-// Every kernel benchmark's label says the tile step it ran (isa=avx512|avx2|scalar, the widest
-// the CPU supports unless FEATHER_ATTENTION_ISA=... forces one, e.g. to compare the AVX2 and the
-// AVX-512 step on one machine). OpenMP is private to feather_hw, so the bandwidth loop here uses
+// Every kernel benchmark's label says the tile step it ran (isa=avx512bf16|avx512|avx2|scalar,
+// the widest the CPU supports unless FEATHER_ATTENTION_ISA=... forces one, e.g. to compare the
+// AVX-512 BF16 and the AVX-512 step on one machine). OpenMP is private to feather_hw, so the bandwidth loop here uses
 // std::thread.
 #include <benchmark/benchmark.h>
 #include <sys/mman.h>
@@ -53,7 +53,7 @@ namespace {
 constexpr uint32_t kBlockTokens = 16;
 constexpr float kVerifyTolerance = 1e-4f;
 
-// The tile step in use (FEATHER_ATTENTION_ISA=scalar|avx2|avx512 forces one for the run).
+// The tile step in use (FEATHER_ATTENTION_ISA=scalar|avx2|avx512|avx512bf16 forces one).
 std::string IsaName() {
   return attention_internal::AttentionIsaName(attention_internal::ActiveAttentionIsa());
 }

@@ -1,7 +1,9 @@
 // Tests for the CPU attention kernels (hw/paged_kv.h, hw/decode_attention.h,
 // hw/cascade_attention.h, hw/prefill_attention.h): differential tests of every kernel against the
 // naive double-precision reference (hw/attention_reference.h) over random seeds and shapes, on
-// both the scalar and the AVX2 tile step, with 1 and 2 threads.
+// every tile step the CPU supports (scalar, AVX2, AVX-512, AVX-512 BF16; the others are skipped,
+// naming the missing feature) and on the AVX-512 BF16 step's logic emulated on AVX2, with 1 and 2
+// threads.
 //
 // Error bounds asserted (kernel in fp32 vs the reference in double on the very values the pool
 // stores, so bf16 pools are compared against the reference run on the bf16-rounded values):
@@ -44,8 +46,23 @@ constexpr float kAbsTolerance = 3e-5f;
 constexpr float kRelTolerance = 1e-5f;
 
 // Every tile step there is; the tests run those the CPU supports and name the others as skipped.
-constexpr AttentionIsa kIsas[] = {AttentionIsa::kScalar, AttentionIsa::kAvx2,
-                                  AttentionIsa::kAvx512};
+constexpr AttentionIsa kIsas[] = {AttentionIsa::kScalar, AttentionIsa::kAvx2, AttentionIsa::kAvx512,
+                                  AttentionIsa::kAvx512Bf16};
+
+// A tile step the differential tests run: an ISA's own, or (emulated_dot) the AVX-512 BF16
+// step's logic on AVX2 — bf16 K scored against q's bf16 terms, each vdpbf16ps replaced by the two
+// FMAs of its definition (attention_tile_simd.h) — so that logic is checked on AVX2-only CPUs.
+struct TilePath {
+  AttentionIsa isa;
+  bool emulated_dot = false;
+};
+constexpr TilePath kPaths[] = {{AttentionIsa::kScalar},           {AttentionIsa::kAvx2},
+                               {AttentionIsa::kAvx2, true},       {AttentionIsa::kAvx512},
+                               {AttentionIsa::kAvx512Bf16}};
+std::string PathName(TilePath path) {
+  return path.emulated_dot ? "avx512bf16_emulated_on_avx2"
+                           : attention_internal::AttentionIsaName(path.isa);
+}
 
 // Forces one tile step for the life of the object; the CPU must support it (checked).
 class ScopedIsa {
@@ -57,7 +74,16 @@ class ScopedIsa {
       EXPECT_EQ(attention_internal::ActiveAttentionIsa(), isa);
     }
   }
-  ~ScopedIsa() { attention_internal::SetAttentionIsaForTesting(AttentionIsa::kAuto); }
+  explicit ScopedIsa(TilePath path) : ScopedIsa(path.isa) {
+    if (path.emulated_dot) {
+      attention_internal::SetTileKernelsForTesting(
+          &attention_internal::Avx2EmulatedBf16DotTileKernels());
+    }
+  }
+  ~ScopedIsa() {
+    attention_internal::SetTileKernelsForTesting(nullptr);
+    attention_internal::SetAttentionIsaForTesting(AttentionIsa::kAuto);
+  }
   ScopedIsa(const ScopedIsa&) = delete;
   ScopedIsa& operator=(const ScopedIsa&) = delete;
 };
@@ -277,9 +303,11 @@ TEST(AttentionIsaTest, SupportedPathsCanBeForcedAndAutoPicksTheWidest) {
   AttentionIsa widest = AttentionIsa::kScalar;
 #if defined(__x86_64__)
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
-    widest = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")
-                 ? AttentionIsa::kAvx512
-                 : AttentionIsa::kAvx2;
+    widest = AttentionIsa::kAvx2;
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) {
+      widest = __builtin_cpu_supports("avx512bf16") ? AttentionIsa::kAvx512Bf16
+                                                    : AttentionIsa::kAvx512;
+    }
   }
 #endif
   if (std::getenv("FEATHER_ATTENTION_ISA") == nullptr) {
@@ -330,7 +358,7 @@ TEST(AttentionIsaDeathTest, EnvironmentVariableForcesAPathAndRejectsBadValues) {
 // --- Decode, shared prefix, cascade, prefill: differential over shapes ------------------------
 
 // dtype, head_dim, query heads per kv head, threads, tile step.
-using KernelShape = std::tuple<KvDtype, uint32_t, uint32_t, int, AttentionIsa>;
+using KernelShape = std::tuple<KvDtype, uint32_t, uint32_t, int, TilePath>;
 
 class AttentionKernelsTest : public ::testing::TestWithParam<KernelShape> {
  protected:
@@ -338,7 +366,8 @@ class AttentionKernelsTest : public ::testing::TestWithParam<KernelShape> {
   uint32_t head_dim() const { return std::get<1>(GetParam()); }
   uint32_t group() const { return std::get<2>(GetParam()); }
   int threads() const { return std::get<3>(GetParam()); }
-  AttentionIsa isa() const { return std::get<4>(GetParam()); }
+  TilePath path() const { return std::get<4>(GetParam()); }
+  AttentionIsa isa() const { return path().isa; }
 
   // A seed-dependent layout (kv heads 1..2, blocks of 8, 16 or 32 tokens) with room for
   // `tables` block tables of `lengths` tokens in all; small, since filling it dominates the test.
@@ -353,17 +382,16 @@ class AttentionKernelsTest : public ::testing::TestWithParam<KernelShape> {
 
   void SetUp() override {
     if (!attention_internal::CpuSupports(isa())) {
-      GTEST_SKIP() << "tile step " << attention_internal::AttentionIsaName(isa())
+      GTEST_SKIP() << "tile step " << PathName(path())
                    << ": this CPU lacks " << attention_internal::MissingFeature(isa());
     }
   }
 };
 
 std::string ShapeName(const ::testing::TestParamInfo<KernelShape>& info) {
-  const auto& [dtype, dim, group, threads, isa] = info.param;
+  const auto& [dtype, dim, group, threads, path] = info.param;
   return std::string(dtype == KvDtype::kFp32 ? "fp32" : "bf16") + "_d" + std::to_string(dim) +
-         "_g" + std::to_string(group) + "_t" + std::to_string(threads) + "_" +
-         attention_internal::AttentionIsaName(isa);
+         "_g" + std::to_string(group) + "_t" + std::to_string(threads) + "_" + PathName(path);
 }
 
 // A request length: often not a multiple of 16, sometimes empty or one token, sometimes long
@@ -382,7 +410,7 @@ uint32_t RandomLength(Rng& rng) {
 }
 
 TEST_P(AttentionKernelsTest, DecodeMatchesReference) {
-  ScopedIsa forced(isa());
+  ScopedIsa forced(path());
   DecodeWorkspace workspace;
   for (uint64_t seed = 1; seed <= 3; ++seed) {
     Rng rng(seed * 1000 + head_dim() + group());
@@ -404,7 +432,7 @@ TEST_P(AttentionKernelsTest, DecodeMatchesReference) {
 }
 
 TEST_P(AttentionKernelsTest, SharedPrefixMatchesReference) {
-  ScopedIsa forced(isa());
+  ScopedIsa forced(path());
   for (uint64_t seed = 1; seed <= 3; ++seed) {
     Rng rng(seed * 77 + head_dim() + group());
     const uint32_t prefix_tokens = seed == 1 ? 0 : static_cast<uint32_t>(rng.UniformInt(1, 600));
@@ -442,7 +470,7 @@ TEST_P(AttentionKernelsTest, SharedPrefixMatchesReference) {
 // Builds groups of requests whose tables start with the same physical blocks, plus requests in
 // no group; checks cascade == plain decode (kernel) and == the reference, with and without lse.
 TEST_P(AttentionKernelsTest, CascadeEqualsPlainDecodeOverFullRange) {
-  ScopedIsa forced(isa());
+  ScopedIsa forced(path());
   CascadeWorkspace cascade_workspace;
   DecodeWorkspace decode_workspace;
   for (uint64_t seed = 1; seed <= 2; ++seed) {
@@ -524,7 +552,7 @@ TEST_P(AttentionKernelsTest, CascadeEqualsPlainDecodeOverFullRange) {
 }
 
 TEST_P(AttentionKernelsTest, PrefillMatchesReference) {
-  ScopedIsa forced(isa());
+  ScopedIsa forced(path());
   for (uint64_t seed = 1; seed <= 2; ++seed) {
     Rng rng(seed * 53 + head_dim() + group());
     const auto requests = static_cast<uint32_t>(rng.UniformInt(1, 2));
@@ -574,7 +602,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, AttentionKernelsTest,
                          ::testing::Combine(::testing::Values(KvDtype::kFp32, KvDtype::kBf16),
                                             ::testing::Values(64u, 128u),
                                             ::testing::Values(1u, 4u, 7u), ::testing::Values(1, 2),
-                                            ::testing::ValuesIn(kIsas)),
+                                            ::testing::ValuesIn(kPaths)),
                          ShapeName);
 
 // Other head dims (any multiple of 8), wider groups (more than one lane batch per kv head), more
@@ -585,8 +613,9 @@ TEST(AttentionKernelsOddShapesTest, DecodeHandlesOtherHeadDimsGroupsAndKvHeads) 
   };
   const std::vector<Shape> shapes = {{8, 3, 1, 16},  {24, 9, 2, 16}, {40, 16, 1, 8},
                                      {96, 2, 3, 16}, {256, 5, 1, 4}, {64, 1, 8, 32}};
-  for (const AttentionIsa isa : SupportedIsas()) {
-    ScopedIsa forced(isa);
+  for (const TilePath path : kPaths) {
+    if (!attention_internal::CpuSupports(path.isa)) continue;  // named by SupportedIsas()
+    ScopedIsa forced(path);
     DecodeWorkspace workspace;
     for (const Shape& shape : shapes) {
       for (const KvDtype dtype : {KvDtype::kFp32, KvDtype::kBf16}) {
@@ -604,7 +633,7 @@ TEST(AttentionKernelsOddShapesTest, DecodeHandlesOtherHeadDimsGroupsAndKvHeads) 
         const auto q = RandomFloats(rng, size_t{batch.size()} * heads * shape.dim, 1.0f);
         for (const int threads : {1, 2}) {
           ExpectDecodeMatchesReference(DecodeParams(pools, batch, heads, q, threads), workspace,
-                                       std::string(attention_internal::AttentionIsaName(isa)) +
+                                       PathName(path) +
                                            (dtype == KvDtype::kFp32 ? " fp32" : " bf16") + " dim " +
                                            std::to_string(shape.dim) + " group " +
                                            std::to_string(shape.group) + " kv heads " +
