@@ -77,6 +77,10 @@ namespace prefix_hash_internal {
 // The striped scheme through its portable (non-SIMD) path, for tests that compare the paths.
 void ComputeStripedHashesPortable(PromptView tokens, uint32_t chunk_tokens,
                                   std::vector<PrefixHash>& out);
+// The striped scheme through its SSE2 path (ComputeStripedHashes takes the AVX2 path where the
+// CPU has it; the portable one on a build without SSE2).
+void ComputeStripedHashesSse2(PromptView tokens, uint32_t chunk_tokens,
+                              std::vector<PrefixHash>& out);
 }  // namespace prefix_hash_internal
 
 }  // namespace feather

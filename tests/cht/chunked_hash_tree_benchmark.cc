@@ -2,6 +2,10 @@
 // steady state (a fixed waiting population churned through a batch), and of prefix hashing.
 #include <benchmark/benchmark.h>
 #include <xxhash.h>
+#if defined(__x86_64__)
+#define XXH_DISPATCH_DISABLE_REPLACE  // keep XXH3_64bits the library's plain export
+#include <xxh_x86dispatch.h>
+#endif
 
 #include <algorithm>
 #include <chrono>
@@ -49,6 +53,20 @@ void BM_Xxh3Whole(benchmark::State& state) {
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * tokens * sizeof(Token));
 }
 BENCHMARK(BM_Xxh3Whole)->Arg(1000)->Arg(5000)->Arg(20000);
+
+#if defined(__x86_64__)
+// XXH3 through libxxhash's runtime dispatch (AVX2 or AVX-512 where the CPU has them).
+void BM_Xxh3DispatchWhole(benchmark::State& state) {
+  const auto tokens = static_cast<uint32_t>(state.range(0));
+  const PromptSet set = MakeGroupedPrompts(1, 1, tokens, 0, 1);
+  for (auto _ : state) {
+    const auto prompt = set.Prompt(0);
+    benchmark::DoNotOptimize(XXH3_64bits_dispatch(prompt.data(), prompt.size_bytes()));
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * tokens * sizeof(Token));
+}
+BENCHMARK(BM_Xxh3DispatchWhole)->Arg(1000)->Arg(5000)->Arg(20000);
+#endif
 
 void BM_ChainedHashes(benchmark::State& state) {
   const auto tokens = static_cast<uint32_t>(state.range(0));
@@ -176,9 +194,13 @@ namespace {
 // Issue 19's insert target: CHT Insert (prefix hashes + tree insertion) against hashing the same
 // tokens with XXH3 alone, measured side by side. `waiting` prompts of 5 groups with a
 // `prefix`-token shared prefix and 100 unique tokens wait; each iteration removes 64 of them
-// (untimed) and re-inserts them (timed), and hashes the same 64 prompts with XXH3_64bits (timed).
-// The two timed halves alternate which goes first, so neither always finds the prompts cached.
-// Counters: insert_ns and xxh3_ns per prompt, insert_over_xxh3 (the target is <= 1.3); run with
+// (untimed) and re-inserts them (timed), and hashes the same 64 prompts with XXH3 (timed) twice:
+// XXH3_64bits as libxxhash exports it (its build's vector path: SSE2 on x86-64 distributions) and
+// XXH3_64bits_dispatch (XXH3's runtime choice of its best path, AVX2 or AVX-512 where the CPU
+// has them). The striped scheme takes AVX2 where the CPU has it, so the dispatch baseline is the
+// like-for-like one. The three timed parts rotate through all six orders, so none always finds
+// the prompts cached. Counters: insert_ns, xxh3_ns and xxh3_dispatch_ns per prompt,
+// insert_over_xxh3 and insert_over_xxh3_dispatch (the target is <= 1.3); run with
 // --benchmark_repetitions=N for the spread. Second argument: the hash scheme (0 streaming, the
 // paper's Alg. ComputeHashes; 1 chained; 2 striped).
 void BM_InsertVsXxh3(benchmark::State& state) {
@@ -192,44 +214,52 @@ void BM_InsertVsXxh3(benchmark::State& state) {
   config.hash_scheme = static_cast<HashScheme>(state.range(1));
   ChunkedHashTree tree(config);
   for (RequestId id = 0; id < set.size(); ++id) tree.Insert(id, set.Prompt(id));
-  uint64_t insert_ns = 0;
-  uint64_t xxh3_ns = 0;
+  uint64_t elapsed_ns[3] = {};  // insert, XXH3_64bits, XXH3_64bits_dispatch
   uint64_t prompts = 0;
   uint64_t sink = 0;
   RequestId next = 0;
-  bool xxh3_first = false;
+  uint32_t rotation = 0;
   for (auto _ : state) {
     const RequestId first = next;
     next = (next + batch) % (waiting - batch);
     for (RequestId id = first; id < first + batch; ++id) tree.Remove(id);
-    const auto time_insert = [&] {
-      const auto start = Clock::now();
-      for (RequestId id = first; id < first + batch; ++id) tree.Insert(id, set.Prompt(id));
-      insert_ns += static_cast<uint64_t>((Clock::now() - start).count());
-    };
-    const auto time_xxh3 = [&] {
+    const auto time_part = [&](int part) {
       const auto start = Clock::now();
       for (RequestId id = first; id < first + batch; ++id) {
         const auto prompt = set.Prompt(id);
-        sink += XXH3_64bits(prompt.data(), prompt.size_bytes());
+        if (part == 0) {
+          tree.Insert(id, prompt);
+        } else if (part == 1) {
+          sink += XXH3_64bits(prompt.data(), prompt.size_bytes());
+        } else {
+#if defined(__x86_64__)
+          sink += XXH3_64bits_dispatch(prompt.data(), prompt.size_bytes());
+#else
+          sink += XXH3_64bits(prompt.data(), prompt.size_bytes());
+#endif
+        }
       }
-      xxh3_ns += static_cast<uint64_t>((Clock::now() - start).count());
+      elapsed_ns[part] += static_cast<uint64_t>((Clock::now() - start).count());
     };
-    if (xxh3_first) {
-      time_xxh3();
-      time_insert();
-    } else {
-      time_insert();
-      time_xxh3();
-    }
-    xxh3_first = !xxh3_first;
+    static constexpr int kOrders[6][3] = {{0, 1, 2}, {1, 2, 0}, {2, 0, 1},
+                                          {0, 2, 1}, {2, 1, 0}, {1, 0, 2}};
+    for (const int part : kOrders[rotation]) time_part(part);
+    rotation = (rotation + 1) % 6;
     prompts += batch;
   }
   benchmark::DoNotOptimize(sink);
-  state.counters["insert_ns"] = static_cast<double>(insert_ns) / static_cast<double>(prompts);
-  state.counters["xxh3_ns"] = static_cast<double>(xxh3_ns) / static_cast<double>(prompts);
-  state.counters["insert_over_xxh3"] =
-      static_cast<double>(insert_ns) / static_cast<double>(std::max<uint64_t>(1, xxh3_ns));
+  const auto per_prompt = [&](uint64_t ns) {
+    return static_cast<double>(ns) / static_cast<double>(std::max<uint64_t>(1, prompts));
+  };
+  const auto ratio = [&](uint64_t baseline_ns) {
+    return static_cast<double>(elapsed_ns[0]) /
+           static_cast<double>(std::max<uint64_t>(1, baseline_ns));
+  };
+  state.counters["insert_ns"] = per_prompt(elapsed_ns[0]);
+  state.counters["xxh3_ns"] = per_prompt(elapsed_ns[1]);
+  state.counters["xxh3_dispatch_ns"] = per_prompt(elapsed_ns[2]);
+  state.counters["insert_over_xxh3"] = ratio(elapsed_ns[1]);
+  state.counters["insert_over_xxh3_dispatch"] = ratio(elapsed_ns[2]);
   state.SetItemsProcessed(static_cast<int64_t>(prompts));
 }
 BENCHMARK(BM_InsertVsXxh3)

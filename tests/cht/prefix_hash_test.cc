@@ -82,18 +82,24 @@ TEST(PrefixHash, SchemesDifferInValue) {
   EXPECT_NE(s, c);
 }
 
-// The SSE2 path and the portable path of the striped scheme agree, on contiguous prompts and on
-// two-piece views whose seam falls anywhere in a chunk (chunk sizes that are and are not
-// multiples of the 8-token stripe).
+// The striped scheme's paths agree (the best one, AVX2 where the CPU has it; SSE2; portable), on
+// contiguous prompts and on two-piece views whose seam falls anywhere in a chunk (chunk sizes
+// that are and are not multiples of the 8-token stripe, and chunks of more than 8 stripes, whose
+// key rows wrap; the default 50-token chunk, with prompts that end inside a chunk and on a
+// chunk boundary).
 TEST(PrefixHash, StripedPathsAgreeAndViewsEqualContiguous) {
-  for (uint64_t seed = 0; seed < 200; ++seed) {
+  for (uint64_t seed = 0; seed < 300; ++seed) {
     Rng rng(seed);
-    const auto chunk = static_cast<uint32_t>(rng.UniformInt(1, 70));
-    const auto tokens = RandomTokens(rng, static_cast<size_t>(rng.UniformInt(0, 600)), 1u << 31);
-    std::vector<PrefixHash> fast, portable, viewed;
+    // Every fourth seed the default 50-token chunk, which the AVX2 path unrolls.
+    const auto chunk = seed % 4 == 1 ? 50u
+                                     : static_cast<uint32_t>(rng.UniformInt(1, seed % 3 == 0 ? 140 : 70));
+    const auto tokens = RandomTokens(rng, static_cast<size_t>(rng.UniformInt(0, 900)), 1u << 31);
+    std::vector<PrefixHash> fast, portable, sse2, viewed;
     ComputeStripedHashes(tokens, chunk, fast);
     prefix_hash_internal::ComputeStripedHashesPortable(tokens, chunk, portable);
     ASSERT_EQ(fast, portable) << "seed " << seed;
+    prefix_hash_internal::ComputeStripedHashesSse2(tokens, chunk, sse2);
+    ASSERT_EQ(sse2, portable) << "seed " << seed;
     const size_t seam = tokens.empty() ? 0 : rng.Uniform(tokens.size() + 1);
     const std::span<const Token> all(tokens);
     const PromptView view(all.first(seam), all.subspan(seam));
