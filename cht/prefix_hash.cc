@@ -555,28 +555,30 @@ void ComputeChainedHashes(PromptView view, uint32_t chunk_tokens, std::vector<Pr
   }
 }
 
-void ComputeStripedHashes(PromptView tokens, uint32_t chunk_tokens, std::vector<PrefixHash>& out) {
+namespace {
+// The striped scheme's whole prompt through `path`: the public entry point and the tests' two.
+void StripedHashesVia(StripedPath path, PromptView tokens, uint32_t chunk_tokens,
+                      std::vector<PrefixHash>& out) {
   FEATHER_DCHECK(chunk_tokens > 0, "chunk size must be positive");
   out.clear();
   StripedState st = kStripedInit;
-  StripedChunks(st, tokens, chunk_tokens, 0, NumChunks(tokens.size(), chunk_tokens), out);
+  StripedChunks(st, tokens, chunk_tokens, 0, NumChunks(tokens.size(), chunk_tokens), out, path);
+}
+}  // namespace
+
+void ComputeStripedHashes(PromptView tokens, uint32_t chunk_tokens, std::vector<PrefixHash>& out) {
+  StripedHashesVia(StripedPath::kBest, tokens, chunk_tokens, out);
 }
 
 namespace prefix_hash_internal {
 void ComputeStripedHashesPortable(PromptView tokens, uint32_t chunk_tokens,
                                   std::vector<PrefixHash>& out) {
-  out.clear();
-  StripedState st = kStripedInit;
-  StripedChunks(st, tokens, chunk_tokens, 0, NumChunks(tokens.size(), chunk_tokens), out,
-                StripedPath::kPortable);
+  StripedHashesVia(StripedPath::kPortable, tokens, chunk_tokens, out);
 }
 
 void ComputeStripedHashesSse2(PromptView tokens, uint32_t chunk_tokens,
                               std::vector<PrefixHash>& out) {
-  out.clear();
-  StripedState st = kStripedInit;
-  StripedChunks(st, tokens, chunk_tokens, 0, NumChunks(tokens.size(), chunk_tokens), out,
-                StripedPath::kSse2);
+  StripedHashesVia(StripedPath::kSse2, tokens, chunk_tokens, out);
 }
 }  // namespace prefix_hash_internal
 
