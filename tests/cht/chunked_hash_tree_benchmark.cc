@@ -43,28 +43,23 @@ void BM_StripedHashes(benchmark::State& state) {
 }
 BENCHMARK(BM_StripedHashes)->Arg(1000)->Arg(5000)->Arg(20000);
 
-void BM_Xxh3Whole(benchmark::State& state) {
+// One prompt of state.range(0) tokens hashed whole by `hash` (an XXH3 entry point).
+void HashWhole(benchmark::State& state, XXH64_hash_t (*hash)(const void*, size_t)) {
   const auto tokens = static_cast<uint32_t>(state.range(0));
   const PromptSet set = MakeGroupedPrompts(1, 1, tokens, 0, 1);
   for (auto _ : state) {
     const auto prompt = set.Prompt(0);
-    benchmark::DoNotOptimize(XXH3_64bits(prompt.data(), prompt.size_bytes()));
+    benchmark::DoNotOptimize(hash(prompt.data(), prompt.size_bytes()));
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * tokens * sizeof(Token));
 }
+
+void BM_Xxh3Whole(benchmark::State& state) { HashWhole(state, &XXH3_64bits); }
 BENCHMARK(BM_Xxh3Whole)->Arg(1000)->Arg(5000)->Arg(20000);
 
 #if defined(__x86_64__)
 // XXH3 through libxxhash's runtime dispatch (AVX2 or AVX-512 where the CPU has them).
-void BM_Xxh3DispatchWhole(benchmark::State& state) {
-  const auto tokens = static_cast<uint32_t>(state.range(0));
-  const PromptSet set = MakeGroupedPrompts(1, 1, tokens, 0, 1);
-  for (auto _ : state) {
-    const auto prompt = set.Prompt(0);
-    benchmark::DoNotOptimize(XXH3_64bits_dispatch(prompt.data(), prompt.size_bytes()));
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * tokens * sizeof(Token));
-}
+void BM_Xxh3DispatchWhole(benchmark::State& state) { HashWhole(state, &XXH3_64bits_dispatch); }
 BENCHMARK(BM_Xxh3DispatchWhole)->Arg(1000)->Arg(5000)->Arg(20000);
 #endif
 
