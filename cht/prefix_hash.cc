@@ -298,11 +298,11 @@ FEATHER_AVX2 __m256i FullStripesAvx2(__m256i a, const unsigned char* p, size_t f
   size_t s = 0;
   for (; s + 2 <= full; s += 2) {
     const __m256i x = StripeAvx2(LoadAvx2(p + s * kStripeBytes), keys, s % kStripeKeys);
-    const __m256i y =
-        StripeAvx2(LoadAvx2(p + (s + 1) * kStripeBytes), keys, (s + 1) % kStripeKeys);
+    const __m256i y = StripeAvx2(LoadAvx2(p + (s + 1) * kStripeBytes), keys, (s + 1) % kStripeKeys);
     a = _mm256_add_epi64(a, _mm256_add_epi64(x, y));
   }
-  if (s < full) a = _mm256_add_epi64(a, StripeAvx2(LoadAvx2(p + s * kStripeBytes), keys, s % kStripeKeys));
+  if (s < full)
+    a = _mm256_add_epi64(a, StripeAvx2(LoadAvx2(p + s * kStripeBytes), keys, s % kStripeKeys));
   return a;
 }
 // XXH3's per-block scramble of the lanes.
@@ -329,8 +329,8 @@ FEATHER_AVX2 PrefixHash DigestAvx2(__m256i a, uint64_t bytes) {
 #undef FEATHER_AVX2
 
 __attribute__((target("avx2"))) void StripedRunAvx2(StripedState& st, const unsigned char* data,
-                                                     size_t bytes, size_t chunk_bytes,
-                                                     uint32_t chunks, PrefixHash* out) {
+                                                    size_t bytes, size_t chunk_bytes,
+                                                    uint32_t chunks, PrefixHash* out) {
   __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(st.acc));
   uint64_t total = st.bytes;
   const auto* keys = reinterpret_cast<const __m256i*>(kStripeKeyTable.data());
@@ -437,8 +437,8 @@ void StripedChunks(StripedState& st, PromptView tokens, uint32_t chunk_tokens, u
       const size_t begin = size_t{c} * chunk_tokens;
       const size_t end = std::min<size_t>(tokens.size(), size_t{head_end} * chunk_tokens);
       StripedRun(path, st, reinterpret_cast<const unsigned char*>(tokens.head().data() + begin),
-                 (end - begin) * sizeof(Token), size_t{chunk_tokens} * sizeof(Token),
-                 head_end - c, dst);
+                 (end - begin) * sizeof(Token), size_t{chunk_tokens} * sizeof(Token), head_end - c,
+                 dst);
       dst += head_end - c;
       c = head_end;
     }
@@ -455,8 +455,8 @@ void StripedChunks(StripedState& st, PromptView tokens, uint32_t chunk_tokens, u
       const size_t begin = size_t{c} * chunk_tokens - head;
       const size_t end = std::min<size_t>(tokens.size(), size_t{last} * chunk_tokens) - head;
       StripedRun(path, st, reinterpret_cast<const unsigned char*>(tokens.tail().data() + begin),
-                 (end - begin) * sizeof(Token), size_t{chunk_tokens} * sizeof(Token),
-                 last - c, dst);
+                 (end - begin) * sizeof(Token), size_t{chunk_tokens} * sizeof(Token), last - c,
+                 dst);
     }
     return;
   }

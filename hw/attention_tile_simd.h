@@ -368,8 +368,8 @@ inline void SoftmaxRows(const TileArgs& args, float* s, float* alpha) {
 // Scores of KV rows [row, row + kT) against the kL queries for the columns [c, c + V::kChunk):
 // one part at a time, so that a part's keys and one query fill the registers.
 template <class V, int kL, int kT, uint32_t kPart>
-FEATHER_TILE_INLINE void ScorePart(const float* q, const void* k, size_t base, uint32_t dim, uint32_t c,
-                      typename V::Vec (&acc)[kT][kL]) {
+FEATHER_TILE_INLINE void ScorePart(const float* q, const void* k, size_t base, uint32_t dim,
+                                   uint32_t c, typename V::Vec (&acc)[kT][kL]) {
   typename V::Vec keys[kT];
   for (int t = 0; t < kT; ++t) {
     keys[t] = V::template LoadKv<kPart>(k, base + static_cast<size_t>(t) * dim + c);
@@ -384,8 +384,8 @@ FEATHER_TILE_INLINE void ScorePart(const float* q, const void* k, size_t base, u
 
 // The same by dot products (V::kQTerms > 0): rows as raw pairs, q as its bf16 terms.
 template <class V, int kL, int kT>
-FEATHER_TILE_INLINE void ScoreDot(const uint32_t* q_pairs, const void* k, size_t base,
-                                  uint32_t dim, uint32_t c, typename V::Vec (&acc)[kT][kL]) {
+FEATHER_TILE_INLINE void ScoreDot(const uint32_t* q_pairs, const void* k, size_t base, uint32_t dim,
+                                  uint32_t c, typename V::Vec (&acc)[kT][kL]) {
   typename V::Raw keys[kT];
   for (int t = 0; t < kT; ++t) keys[t] = V::LoadRaw(k, base + static_cast<size_t>(t) * dim + c);
   const size_t term_words = dim / 2;
@@ -518,8 +518,8 @@ FEATHER_TILE_INLINE void AccumulatePart(const TileArgs& args, const float* p, co
 // Columns [col, end) kCb chunks at a time, then the rest with smaller steps; returns the first
 // column it did not reach (end minus less than one chunk).
 template <class V, int kL, int kCb>
-FEATHER_TILE_INLINE uint32_t AccumulateValuesFrom(const TileArgs& args, const float* p, const float* alpha,
-                                     uint32_t col, uint32_t end) {
+FEATHER_TILE_INLINE uint32_t AccumulateValuesFrom(const TileArgs& args, const float* p,
+                                                  const float* alpha, uint32_t col, uint32_t end) {
   for (; col + V::kChunk * kCb <= end; col += V::kChunk * kCb) {
     AccumulatePart<V, kL, kCb, 0>(args, p, alpha, col);
     if constexpr (V::kParts == 2) AccumulatePart<V, kL, kCb, 1>(args, p, alpha, col);

@@ -1,7 +1,7 @@
 // decode_attention_tile.cc: the machinery the CPU attention kernels share (attention_internal.h):
-// the once-per-process choice of the tile step (AVX-512 BF16, AVX-512, AVX2+FMA or scalar), the per-thread
-// lane scratch and its column order, the walk over a paged KV range with prefetch, and the
-// log-sum-exp merges.
+// the once-per-process choice of the tile step (AVX-512 BF16, AVX-512, AVX2+FMA or scalar), the
+// per-thread lane scratch and its column order, the walk over a paged KV range with prefetch, and
+// the log-sum-exp merges.
 #include <algorithm>
 #include <atomic>
 #include <cmath>

@@ -91,8 +91,8 @@ TEST(PrefixHash, StripedPathsAgreeAndViewsEqualContiguous) {
   for (uint64_t seed = 0; seed < 300; ++seed) {
     Rng rng(seed);
     // Every fourth seed the default 50-token chunk, which the AVX2 path unrolls.
-    const auto chunk = seed % 4 == 1 ? 50u
-                                     : static_cast<uint32_t>(rng.UniformInt(1, seed % 3 == 0 ? 140 : 70));
+    const auto chunk =
+        seed % 4 == 1 ? 50u : static_cast<uint32_t>(rng.UniformInt(1, seed % 3 == 0 ? 140 : 70));
     const auto tokens = RandomTokens(rng, static_cast<size_t>(rng.UniformInt(0, 900)), 1u << 31);
     std::vector<PrefixHash> fast, portable, sse2, viewed;
     ComputeStripedHashes(tokens, chunk, fast);

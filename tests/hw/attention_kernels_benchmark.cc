@@ -24,8 +24,8 @@
 //     --benchmark_filter='ReadBandwidth/threads:2|PagedDecode/.*/shared:0/threads:2'
 // Every kernel benchmark's label says the tile step it ran (isa=avx512bf16|avx512|avx2|scalar,
 // the widest the CPU supports unless FEATHER_ATTENTION_ISA=... forces one, e.g. to compare the
-// AVX-512 BF16 and the AVX-512 step on one machine). OpenMP is private to feather_hw, so the bandwidth loop here uses
-// std::thread.
+// AVX-512 BF16 and the AVX-512 step on one machine). OpenMP is private to feather_hw, so the
+// bandwidth loop here uses std::thread.
 #include <benchmark/benchmark.h>
 #include <sys/mman.h>
 

@@ -56,8 +56,10 @@ struct TilePath {
   AttentionIsa isa;
   bool emulated_dot = false;
 };
-constexpr TilePath kPaths[] = {{AttentionIsa::kScalar},           {AttentionIsa::kAvx2},
-                               {AttentionIsa::kAvx2, true},       {AttentionIsa::kAvx512},
+constexpr TilePath kPaths[] = {{AttentionIsa::kScalar},
+                               {AttentionIsa::kAvx2},
+                               {AttentionIsa::kAvx2, true},
+                               {AttentionIsa::kAvx512},
                                {AttentionIsa::kAvx512Bf16}};
 std::string PathName(TilePath path) {
   return path.emulated_dot ? "avx512bf16_emulated_on_avx2"
@@ -305,8 +307,8 @@ TEST(AttentionIsaTest, SupportedPathsCanBeForcedAndAutoPicksTheWidest) {
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
     widest = AttentionIsa::kAvx2;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) {
-      widest = __builtin_cpu_supports("avx512bf16") ? AttentionIsa::kAvx512Bf16
-                                                    : AttentionIsa::kAvx512;
+      widest =
+          __builtin_cpu_supports("avx512bf16") ? AttentionIsa::kAvx512Bf16 : AttentionIsa::kAvx512;
     }
   }
 #endif
@@ -382,8 +384,8 @@ class AttentionKernelsTest : public ::testing::TestWithParam<KernelShape> {
 
   void SetUp() override {
     if (!attention_internal::CpuSupports(isa())) {
-      GTEST_SKIP() << "tile step " << PathName(path())
-                   << ": this CPU lacks " << attention_internal::MissingFeature(isa());
+      GTEST_SKIP() << "tile step " << PathName(path()) << ": this CPU lacks "
+                   << attention_internal::MissingFeature(isa());
     }
   }
 };
@@ -632,12 +634,11 @@ TEST(AttentionKernelsOddShapesTest, DecodeHandlesOtherHeadDimsGroupsAndKvHeads) 
         const uint32_t heads = shape.group * shape.kv_heads;
         const auto q = RandomFloats(rng, size_t{batch.size()} * heads * shape.dim, 1.0f);
         for (const int threads : {1, 2}) {
-          ExpectDecodeMatchesReference(DecodeParams(pools, batch, heads, q, threads), workspace,
-                                       PathName(path) +
-                                           (dtype == KvDtype::kFp32 ? " fp32" : " bf16") + " dim " +
-                                           std::to_string(shape.dim) + " group " +
-                                           std::to_string(shape.group) + " kv heads " +
-                                           std::to_string(shape.kv_heads));
+          ExpectDecodeMatchesReference(
+              DecodeParams(pools, batch, heads, q, threads), workspace,
+              PathName(path) + (dtype == KvDtype::kFp32 ? " fp32" : " bf16") + " dim " +
+                  std::to_string(shape.dim) + " group " + std::to_string(shape.group) +
+                  " kv heads " + std::to_string(shape.kv_heads));
         }
       }
     }
