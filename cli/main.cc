@@ -465,6 +465,8 @@ int Main(int argc, char** argv) {
                        "The real engine: cpu (default) or cuda (needs a GPU)");
   validate->add_flag("--allow-foreign-profile", validate_options.allow_foreign_profile,
                      "Use a profile calibrated on another machine (refused otherwise)");
+  validate->add_flag("!--no-host-probes", validate_options.host_probes,
+                     "Skip the DRAM and GEMM probes taken around the measured runs");
 
   CLI::App* info = app.add_subcommand("info", "Host and build provenance");
   info->add_flag("--json", info_json, "Print as JSON");

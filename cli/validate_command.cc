@@ -19,10 +19,11 @@
 #include "calib/rows_csv.h"
 #include "cli/atomic_file.h"
 #include "cli/engines.h"
-#include "cli/selfcheck_command.h"
 #include "cli/interrupt.h"
+#include "cli/selfcheck_command.h"
 #include "cli/validation_report.h"
 #include "hw/foreign_host.h"
+#include "hw/gemm.h"
 #include "hw/host_info.h"
 #include "hw/probes.h"
 #include "sim/engine/device_profile.h"
@@ -156,6 +157,96 @@ std::string CheckProfileHost(const ValidateCommandOptions& options) {
   return "foreign: " + *why;
 }
 
+// The machine's speed around the measured runs against the probes the profile recorded
+// (issue 20: this project's VM moved its GEMM speed by ~9 % within minutes, a validation's whole
+// throughput budget, and a miss must say whether the model or the machine moved). The same probes
+// as a full calibration (hw/probes.h: DRAM read, peak fp32 GEMM) with the profile's thread
+// count, before each measured run and after the last; about 2 s each. CPU engine only.
+class HostProbes {
+ public:
+  explicit HostProbes(const ValidateCommandOptions& options) {
+    if (!options.host_probes) {
+      skipped_ = "off (--no-host-probes)";
+      return;
+    }
+    if (options.engine != "cpu") {
+      skipped_ = "not taken: the real engine is " + options.engine;
+      return;
+    }
+    const ResolvedText text = ReadProfileFile(options.profile_path);
+    const DeviceProfile profile = ParseDeviceProfile(text.text, text.display_name);
+    threads_ = hw::UsableThreads();
+    if (profile.measured_on) {
+      threads_ = static_cast<int>(profile.measured_on->threads);
+      if (profile.measured_on->read_bw_bytes_per_s > 0) {
+        profile_read_bw_ = profile.measured_on->read_bw_bytes_per_s;
+      }
+      if (profile.dense_flops_per_s > 0) profile_gemm_ = profile.dense_flops_per_s;
+    }
+  }
+
+  // Probes the host now; `at` says when ("before measured-1", "after measured-3").
+  void Take(const std::string& at) {
+    if (!skipped_.empty()) return;
+    hw::BandwidthOptions bandwidth;
+    bandwidth.num_threads = threads_;
+    Probe probe{at, hw::MeasureReadBandwidth(bandwidth).bytes_per_s,
+                hw::MeasurePeakGemmFlops(hw::DefaultGemmBackend(), threads_).flops_per_s};
+    probes_.push_back(std::move(probe));
+    ThrowIfInterrupted();
+  }
+
+  // "host_probes" of validation.json: the profile's figures, each probe with its ratios to them
+  // (null where the profile recorded none) and the range of each ratio.
+  [[nodiscard]] OrderedJson ToJson() const {
+    if (!skipped_.empty()) return skipped_;
+    OrderedJson out;
+    out["threads"] = threads_;
+    out["profile"] = {{"read_bw_bytes_per_s", Nullable(profile_read_bw_)},
+                      {"dense_flops_per_s", Nullable(profile_gemm_)}};
+    OrderedJson list = OrderedJson::array();
+    for (const Probe& p : probes_) {
+      list.push_back({{"at", p.at},
+                      {"read_bw_bytes_per_s", p.read_bw},
+                      {"gemm_peak_flops_per_s", p.gemm},
+                      {"read_bw_ratio", Ratio(p.read_bw, profile_read_bw_)},
+                      {"gemm_peak_ratio", Ratio(p.gemm, profile_gemm_)}});
+    }
+    out["probes"] = list;
+    out["read_bw_ratio_range"] = Range(&Probe::read_bw, profile_read_bw_);
+    out["gemm_peak_ratio_range"] = Range(&Probe::gemm, profile_gemm_);
+    return out;
+  }
+
+ private:
+  struct Probe {
+    std::string at;
+    double read_bw = 0;
+    double gemm = 0;
+  };
+  static OrderedJson Nullable(std::optional<double> value) {
+    return value ? OrderedJson(*value) : OrderedJson(nullptr);
+  }
+  static OrderedJson Ratio(double value, std::optional<double> reference) {
+    return reference ? OrderedJson(value / *reference) : OrderedJson(nullptr);
+  }
+  [[nodiscard]] OrderedJson Range(double Probe::*field, std::optional<double> reference) const {
+    if (!reference || probes_.empty()) return nullptr;
+    double low = probes_.front().*field, high = low;
+    for (const Probe& p : probes_) {
+      low = std::min(low, p.*field);
+      high = std::max(high, p.*field);
+    }
+    return OrderedJson::array({low / *reference, high / *reference});
+  }
+
+  std::string skipped_;  // why no probes are taken; empty when they are
+  int threads_ = 1;
+  std::optional<double> profile_read_bw_;
+  std::optional<double> profile_gemm_;
+  std::vector<Probe> probes_;
+};
+
 void PrintTable(std::ostream& out, const OrderedJson& validation) {
   out << std::left << std::setw(18) << "metric" << std::right << std::setw(12) << "measured"
       << std::setw(10) << "spread" << std::setw(12) << "predicted" << std::setw(10) << "error"
@@ -183,6 +274,22 @@ void PrintTable(std::ostream& out, const OrderedJson& validation) {
         << same["noise_floor"]["step_time_mape"].get<double>() * 100 << " %";
   }
   out << "\n";
+  const OrderedJson& host = validation["host_probes"];
+  if (host.is_string()) {
+    out << "host probes: " << host.get<std::string>() << "\n";
+  } else {
+    out << "host probes (" << host["probes"].size() << ", over the profile's):";
+    for (const char* name : {"read_bw_ratio_range", "gemm_peak_ratio_range"}) {
+      out << (name[0] == 'r' ? " DRAM read " : ", GEMM peak ");
+      if (host[name].is_null()) {
+        out << "not recorded";
+      } else {
+        out << "x" << std::setprecision(3) << host[name][0].get<double>() << "-"
+            << host[name][1].get<double>();
+      }
+    }
+    out << "\n";
+  }
 }
 
 // The measured runs' directory names: "measured" for one run, "measured-1" .. "measured-N".
@@ -228,9 +335,12 @@ int Validate(const ValidateCommandOptions& options, std::ostream& out) {
   }
   const std::vector<std::string> measured_names = MeasuredRunNames(options.repeat);
   std::vector<RunSummary> measured;
+  HostProbes host_probes(options);
   for (const std::string& name : measured_names) {
+    host_probes.Take("before " + name);
     measured.push_back(RunSide(options, options.engine, dir + "/" + name, same_plans));
   }
+  host_probes.Take("after " + measured_names.back());
   const RunSummary predicted = RunSide(options, "model", dir + "/predicted", same_plans);
   std::vector<RunSummary> noisy;
   for (size_t k = 0; k < noisy_names.size(); ++k) {
@@ -260,6 +370,7 @@ int Validate(const ValidateCommandOptions& options, std::ostream& out) {
   validation["scenario"] = options.scenario_path;
   validation["profile"] = options.profile_path;
   validation["profile_host_check"] = host_check;
+  validation["host_probes"] = host_probes.ToJson();
   validation["overrides"] = options.overrides;
   validation["runs"] = {
       {"measured", measured_names}, {"predicted", "predicted"}, {"predicted_noise", noisy_names}};

@@ -1,7 +1,7 @@
 // validate_command.h: `feather validate`, the check of the cost model against real execution.
 //
 //   feather validate SCENARIO.yaml --profile PROFILE.yaml [--out DIR] [--repeat N]
-//                    [--model-repeat M] [--set key=value]...
+//                    [--model-repeat M] [--no-host-probes] [--set key=value]...
 //
 // Runs the scenario with the same workload, selector and stop policy on the real CPU engine
 // (`engine: cpu`, wall-clock step times: "measured") N times (default 1); once on the model
@@ -17,7 +17,7 @@
 //                "mean_batch_size": {…}, "mean_ttft_ms": {…}},
 //    "verdict": {"pass": bool, "failed": [metric names]},
 //    "same_plans": {…, "rows": "same-plan-rows.csv"}, "scenario": …, "profile": …,
-//    "profile_host_check": …, "overrides": […],
+//    "profile_host_check": …, "host_probes": {…} or why none were taken, "overrides": […],
 //    "runs": {"measured": [dir names], "predicted": "predicted", "predicted_noise": [names]},
 //    "provenance": {…}}
 // Each metric's fields and its verdict (measured mean inside the predicted interval, or its
@@ -31,6 +31,10 @@
 // The end-to-end metrics can differ more than the per-step error when the runs take different
 // scheduling decisions (a learning stop policy rewarded by measured, noisy step times): that is
 // what the noisy model runs reproduce.
+// "host_probes" (CPU engine, unless --no-host-probes): the machine's DRAM read and peak GEMM
+// probes (a full calibration's settings) before each measured run and after the last, with their
+// ratios to the figures the profile recorded and the range of each ratio: a miss that comes with
+// a GEMM peak ratio far from 1 says the machine moved since calibration, not the model.
 // Default DIR: out/validate/<scenario name>. SIGINT/SIGTERM: finished run directories stay,
 // validation.json is written only when every run finished; exit 130 / 143.
 #pragma once
@@ -54,6 +58,9 @@ struct ValidateCommandOptions {
   // A profile measured on another machine (hw/foreign_host.h, with a read-bandwidth probe of
   // this one) is refused unless this is set; then it is used and validation.json says so.
   bool allow_foreign_profile = false;
+  // Probe the host (DRAM read, peak GEMM) before each measured run and after the last, and
+  // report the ratios to the profile's probes ("host_probes"); off: --no-host-probes.
+  bool host_probes = true;
   // The real engine the model is compared with: "cpu" or "cuda" (exits 2 with one line when
   // there is no CUDA device).
   std::string engine = "cpu";

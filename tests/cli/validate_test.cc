@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
@@ -24,29 +25,34 @@ namespace fs = std::filesystem;
 
 const std::string kSource = FEATHER_SOURCE_DIR;
 
-std::vector<std::string> TinyValidateArgs(const fs::path& out, const std::string& repeat) {
-  return {"validate",
-          kSource + "/scenarios/validation/default.yaml",
-          "--profile",
-          kSource + "/results/profiles/cpu.yaml",
-          "--out",
-          out.string(),
-          "--repeat",
-          repeat,
-          "--json",
-          "--allow-foreign-profile",  // these tests check function on any machine
-          "--set",
-          "model=" + kSource + "/tests/hw/data/cpu-tiny.yaml",
-          "--set",
-          "workload.requests=16",
-          "--set",
-          "workload.sharing.prefix_tokens=64",
-          "--set",
-          "workload.output_tokens=6",
-          "--set",
-          "serving.kv_cache_blocks=2048",
-          "--set",
-          "scheduler_time=zero"};
+// Host probes off unless asked for: they take about 2 s each and only one test is about them.
+std::vector<std::string> TinyValidateArgs(const fs::path& out, const std::string& repeat,
+                                          bool host_probes = false) {
+  std::vector<std::string> args = {
+      "validate",
+      kSource + "/scenarios/validation/default.yaml",
+      "--profile",
+      kSource + "/results/profiles/cpu.yaml",
+      "--out",
+      out.string(),
+      "--repeat",
+      repeat,
+      "--json",
+      "--allow-foreign-profile",  // these tests check function on any machine
+      "--set",
+      "model=" + kSource + "/tests/hw/data/cpu-tiny.yaml",
+      "--set",
+      "workload.requests=16",
+      "--set",
+      "workload.sharing.prefix_tokens=64",
+      "--set",
+      "workload.output_tokens=6",
+      "--set",
+      "serving.kv_cache_blocks=2048",
+      "--set",
+      "scheduler_time=zero"};
+  if (!host_probes) args.push_back("--no-host-probes");
+  return args;
 }
 
 nlohmann::json ReadJson(const fs::path& path) {
@@ -249,17 +255,66 @@ TEST(ValidateCommandTest, RunStepNoiseIsSeededAndOffByDefault) {
   fs::remove_all(dir);
 }
 
-TEST(ValidateCommandTest, OneRunKeepsTheMeasuredDirectoryName) {
+// One measured run keeps the plain directory name; the host is probed before it and after it,
+// each probe with its ratio to the figure the profile recorded (null where it recorded none).
+TEST(ValidateCommandTest, OneRunKeepsTheMeasuredDirectoryNameAndProbesTheHostAroundIt) {
   const fs::path out = fs::path(::testing::TempDir()) / "feather_validate_once";
   fs::remove_all(out);
   setenv("OMP_WAIT_POLICY", "passive", 1);
-  const test::RunResult run = test::RunFeather(TinyValidateArgs(out, "1"));
+  const test::RunResult run = test::RunFeather(TinyValidateArgs(out, "1", /*host_probes=*/true));
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const nlohmann::json validation = ReadJson(out / "validation.json");
   EXPECT_EQ(validation["runs"]["measured"].get<std::vector<std::string>>(),
             std::vector<std::string>{"measured"});
   EXPECT_TRUE(fs::exists(out / "measured" / "summary.json"));
   EXPECT_EQ(validation["metrics"]["throughput_tok_s"]["measured_spread"].get<double>(), 0.0);
+
+  const nlohmann::json& host = validation["host_probes"];
+  ASSERT_TRUE(host.is_object()) << host;
+  const nlohmann::json& probes = host["probes"];
+  ASSERT_EQ(probes.size(), 2u);
+  EXPECT_EQ(probes[0]["at"], "before measured");
+  EXPECT_EQ(probes[1]["at"], "after measured");
+  // Each ratio is the probe over the profile's figure, or null where the profile has none (the
+  // committed cpu.yaml predates the read probe in measured_on).
+  for (const auto& [figure, probe_field, ratio_field, range_field] :
+       {std::array<const char*, 4>{"read_bw_bytes_per_s", "read_bw_bytes_per_s", "read_bw_ratio",
+                                   "read_bw_ratio_range"},
+        std::array<const char*, 4>{"dense_flops_per_s", "gemm_peak_flops_per_s", "gemm_peak_ratio",
+                                   "gemm_peak_ratio_range"}}) {
+    SCOPED_TRACE(figure);
+    const nlohmann::json& reference = host["profile"][figure];
+    double low = 1e300, high = 0;
+    for (const nlohmann::json& p : probes) {
+      const double value = p[probe_field].get<double>();
+      EXPECT_GT(value, 0);
+      if (reference.is_null()) {
+        EXPECT_TRUE(p[ratio_field].is_null());
+        continue;
+      }
+      const double ratio = value / reference.get<double>();
+      EXPECT_DOUBLE_EQ(p[ratio_field].get<double>(), ratio);
+      low = std::min(low, ratio);
+      high = std::max(high, ratio);
+    }
+    if (reference.is_null()) {
+      EXPECT_TRUE(host[range_field].is_null());
+    } else {
+      EXPECT_DOUBLE_EQ(host[range_field][0].get<double>(), low);
+      EXPECT_DOUBLE_EQ(host[range_field][1].get<double>(), high);
+    }
+  }
+  EXPECT_FALSE(host["profile"]["dense_flops_per_s"].is_null());  // every CPU profile has one
+  fs::remove_all(out);
+}
+
+TEST(ValidateCommandTest, NoHostProbesSaysSo) {
+  const fs::path out = fs::path(::testing::TempDir()) / "feather_validate_no_probes";
+  fs::remove_all(out);
+  setenv("OMP_WAIT_POLICY", "passive", 1);
+  const test::RunResult run = test::RunFeather(TinyValidateArgs(out, "1"));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_EQ(ReadJson(out / "validation.json")["host_probes"], "off (--no-host-probes)");
   fs::remove_all(out);
 }
 
