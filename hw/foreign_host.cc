@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <string>
 #include <vector>
 
 namespace feather {
@@ -51,7 +52,9 @@ std::optional<std::string> ForeignHostDifference(const HostIdentity& profile,
     differences.emplace_back("L3 size");
   }
   if (Apart(profile.read_bw_bytes_per_s, host.read_bw_bytes_per_s, kReadBandwidthTolerance)) {
-    differences.emplace_back("DRAM read bandwidth (over 15 % apart)");
+    differences.emplace_back("DRAM read bandwidth (over " +
+                             std::to_string(static_cast<int>(kReadBandwidthTolerance * 100 + 0.5)) +
+                             " % apart)");
   }
   if (differences.empty()) return std::nullopt;
   std::string what;

@@ -16,8 +16,12 @@ HostIdentity Epyc() { return {"AMD EPYC", 2, 32ull << 20, 25.4e9}; }
 TEST(ForeignHost, TheSameMachineIsNotForeign) {
   EXPECT_EQ(ForeignHostDifference(Epyc(), Epyc()), std::nullopt);
   HostIdentity noisy = Epyc();
-  noisy.read_bw_bytes_per_s *= 1.10;  // within the 15 % of run-to-run and drift noise
-  EXPECT_EQ(ForeignHostDifference(Epyc(), noisy), std::nullopt);
+  // The same VM's read probe has moved by a third within an hour (hw/foreign_host.h).
+  noisy.read_bw_bytes_per_s = 17.5e9;
+  HostIdentity fast = Epyc();
+  fast.read_bw_bytes_per_s = 26.0e9;
+  EXPECT_EQ(ForeignHostDifference(fast, noisy), std::nullopt);
+  EXPECT_EQ(ForeignHostDifference(noisy, fast), std::nullopt);
 }
 
 // The machine of issue 20: same name, same cores, about twice the bandwidth.
@@ -28,7 +32,7 @@ TEST(ForeignHost, SameFamilyWithTwiceTheBandwidthIsForeign) {
   ASSERT_TRUE(why.has_value());
   EXPECT_THAT(*why, HasSubstr("DRAM read 25.4 GB/s"));
   EXPECT_THAT(*why, HasSubstr("DRAM read 48.0 GB/s"));
-  EXPECT_THAT(*why, HasSubstr("differ in DRAM read bandwidth"));
+  EXPECT_THAT(*why, HasSubstr("differ in DRAM read bandwidth (over 40 % apart)"));
 }
 
 TEST(ForeignHost, EachStaticFactCounts) {
