@@ -55,8 +55,20 @@
 // hold a mixed batch of a dozen requests for a long time, because the CHT proposes the oldest
 // candidate with nothing missing, often of another group already in the batch, and each Stop
 // ends the round before G's waiting peers are proposed; steps that small do not separate c3 from
-// c1, so the gate stays shut meanwhile. A Skip decision (hold this candidate back, take the
-// selector's next) would let rule 3 pick G's peers.
+// c1, so the gate stays shut meanwhile. Two fixes were tried and measured on 2026-11-25 (groups-50
+// of the suite's base scenario, scheduler_time zero: converge 2,787 tok/s, the oracle 3,343), and
+// neither was kept:
+//   - A Skip decision (hold this candidate back, take the selector's next; prototyped with a CHT
+//     that parks a request for the rest of the round, up to 256 skips a round): 2,572 tok/s
+//     (16 skips a round: 2,662), and the default scenario 4,623 against 4,791. The batch does
+//     converge to G, but G holds 7-12 requests early on (two arrivals a second per group), too
+//     few for cascade (kCascadeMinRequests); the gate then stays shut until ~190 s instead of
+//     ~110 s. The selector's order is not what holds groups-50 back; the gate's evidence is.
+//   - The gate opening once the repeated reads are identifiable (1 − R² of T − U on the other
+//     terms >= 0.1, the textbook variance-inflation bound) instead of once c3 > 0: groups-50
+//     2,372, groups-100 1,374 (2,812 before), default 4,665. Mixed steps leave T − U nearly
+//     collinear with n here (1 − R² 0.004 over the first 2,000 steps), so that test opens later
+//     than c3 > 0 does, not earlier.
 //
 // Frozen or learning makes no difference to the rules; the fit is refreshed either way (it is
 // a model of the engine, not a learned preference). Needs the batch shape (WantsBatchShape).
