@@ -254,7 +254,7 @@ void StripedRunSse2(StripedState& st, const unsigned char* data, size_t bytes,
     const size_t rest = len - full * kStripeBytes;
     if (rest > 0) {
       const unsigned char* tail = p + full * kStripeBytes;
-      if (tail + kStripeBytes <= data + bytes) {
+      if (static_cast<size_t>(tail - data) + kStripeBytes <= bytes) {
         // The run goes on past this chunk: load a whole stripe and zero the bytes beyond the
         // chunk (a byte copy into a stack buffer would stall the loads on store forwarding).
         absorb_masked(tail, row, rest);
@@ -354,7 +354,8 @@ __attribute__((target("avx2"))) void StripedRunAvx2(StripedState& st, const unsi
     const auto whole = static_cast<uint32_t>(bytes / kDefaultChunkBytes);
     for (; c < whole; ++c) {
       const unsigned char* p = data + size_t{c} * kDefaultChunkBytes;
-      if (p + kPrefetchBytes + kDefaultChunkBytes <= data + bytes) {
+      // Offsets, not pointers: a pointer past the end of the prompt may not even be formed.
+      if (size_t{c} * kDefaultChunkBytes + kPrefetchBytes + kDefaultChunkBytes <= bytes) {
         for (size_t line = 0; line < kDefaultChunkBytes; line += 64) {
           _mm_prefetch(reinterpret_cast<const char*>(p + kPrefetchBytes + line), _MM_HINT_T0);
         }
@@ -377,7 +378,7 @@ __attribute__((target("avx2"))) void StripedRunAvx2(StripedState& st, const unsi
     if (rest > 0) {
       const unsigned char* tail = p + full * kStripeBytes;
       __m256i d;
-      if (tail + kStripeBytes <= data + bytes) {
+      if (static_cast<size_t>(tail - data) + kStripeBytes <= bytes) {
         // As in the SSE2 run: a whole stripe loaded, the bytes beyond the chunk zeroed.
         d = _mm256_and_si256(LoadAvx2(tail), LoadAvx2(kKeepMask + (kStripeBytes - rest)));
       } else {
