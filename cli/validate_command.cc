@@ -133,27 +133,29 @@ RunSummary RunSide(const ValidateCommandOptions& options, const std::string& eng
 }
 
 // Whether --profile was measured on this machine (hw/foreign_host.h, with a DRAM read probe of
-// this host): "same host", "not recorded" (a spec profile), or the difference. A difference
-// refuses the validation unless --allow-foreign-profile: its errors would measure the other
-// machine, not the model.
-std::string CheckProfileHost(const ValidateCommandOptions& options) {
-  const ResolvedText text = ReadProfileFile(options.profile_path);
-  const DeviceProfile profile = ParseDeviceProfile(text.text, text.display_name);
+// this host: `read_bw` when one was just taken with the profile's thread count, else one taken
+// here): "same host", "not recorded" (a spec profile), or the difference. A difference refuses
+// the validation unless --allow-foreign-profile: its errors would measure the other machine, not
+// the model.
+std::string CheckProfileHost(const ValidateCommandOptions& options, const std::string& name,
+                             const DeviceProfile& profile, std::optional<double> read_bw) {
   if (!profile.measured_on) return "not recorded";
-  hw::BandwidthOptions bandwidth;
-  bandwidth.num_threads = static_cast<int>(profile.measured_on->threads);
-  const double read_bw = hw::MeasureReadBandwidth(bandwidth).bytes_per_s;
-  const std::optional<std::string> why = ForeignHostDifference(
-      IdentityOf(*profile.measured_on), IdentityOf(ReadHostInfo(), read_bw));
+  if (!read_bw) {
+    hw::BandwidthOptions bandwidth;
+    bandwidth.num_threads = static_cast<int>(profile.measured_on->threads);
+    read_bw = hw::MeasureReadBandwidth(bandwidth).bytes_per_s;
+  }
+  const std::optional<std::string> why =
+      ForeignHostDifference(IdentityOf(*profile.measured_on), IdentityOf(ReadHostInfo(), *read_bw));
   if (!why) return "same host";
   if (!options.allow_foreign_profile) {
     throw std::invalid_argument(
-        "--profile " + text.display_name + ": " + *why +
+        "--profile " + name + ": " + *why +
         "; calibrate this machine first (feather calibrate --target cpu --out PROFILE.yaml) or "
         "pass --allow-foreign-profile");
   }
   std::fprintf(stderr, "feather: warning: --profile %s: %s (allowed by --allow-foreign-profile)\n",
-               text.display_name.c_str(), why->c_str());
+               name.c_str(), why->c_str());
   return "foreign: " + *why;
 }
 
@@ -164,7 +166,7 @@ std::string CheckProfileHost(const ValidateCommandOptions& options) {
 // count, before each measured run and after the last; about 2 s each. CPU engine only.
 class HostProbes {
  public:
-  explicit HostProbes(const ValidateCommandOptions& options) {
+  HostProbes(const ValidateCommandOptions& options, const DeviceProfile& profile) {
     if (!options.host_probes) {
       skipped_ = "off (--no-host-probes)";
       return;
@@ -173,8 +175,6 @@ class HostProbes {
       skipped_ = "not taken: the real engine is " + options.engine;
       return;
     }
-    const ResolvedText text = ReadProfileFile(options.profile_path);
-    const DeviceProfile profile = ParseDeviceProfile(text.text, text.display_name);
     threads_ = hw::UsableThreads();
     if (profile.measured_on) {
       threads_ = static_cast<int>(profile.measured_on->threads);
@@ -194,6 +194,13 @@ class HostProbes {
                 hw::MeasurePeakGemmFlops(hw::DefaultGemmBackend(), threads_).flops_per_s};
     probes_.push_back(std::move(probe));
     ThrowIfInterrupted();
+  }
+
+  // The first probe's DRAM read bandwidth, taken with the profile's thread count (what the host
+  // check probes), if a probe was taken.
+  [[nodiscard]] std::optional<double> FirstReadBandwidth() const {
+    if (probes_.empty()) return std::nullopt;
+    return probes_.front().read_bw;
   }
 
   // "host_probes" of validation.json: the profile's figures, each probe with its ratios to them
@@ -279,13 +286,15 @@ void PrintTable(std::ostream& out, const OrderedJson& validation) {
     out << "host probes: " << host.get<std::string>() << "\n";
   } else {
     out << "host probes (" << host["probes"].size() << ", over the profile's):";
-    for (const char* name : {"read_bw_ratio_range", "gemm_peak_ratio_range"}) {
-      out << (name[0] == 'r' ? " DRAM read " : ", GEMM peak ");
-      if (host[name].is_null()) {
+    const std::pair<const char*, const char*> ranges[] = {
+        {" DRAM read ", "read_bw_ratio_range"}, {", GEMM peak ", "gemm_peak_ratio_range"}};
+    for (const auto& [label, key] : ranges) {
+      out << label;
+      if (host[key].is_null()) {
         out << "not recorded";
       } else {
-        out << "x" << std::setprecision(3) << host[name][0].get<double>() << "-"
-            << host[name][1].get<double>();
+        out << "x" << std::setprecision(3) << host[key][0].get<double>() << "-"
+            << host[key][1].get<double>();
       }
     }
     out << "\n";
@@ -302,9 +311,8 @@ std::vector<std::string> MeasuredRunNames(int repeat) {
 
 // The noisy model runs' directory names: "predicted-noise-1" .. "predicted-noise-M", none when
 // the profile has no step_noise section or M < 2 (one draw says nothing about a spread).
-std::vector<std::string> NoisyRunNames(const ValidateCommandOptions& options, int model_repeat) {
-  const ResolvedText text = ReadProfileFile(options.profile_path);
-  if (!ParseDeviceProfile(text.text, text.display_name).step_noise || model_repeat < 2) return {};
+std::vector<std::string> NoisyRunNames(const DeviceProfile& profile, int model_repeat) {
+  if (!profile.step_noise || model_repeat < 2) return {};
   std::vector<std::string> names;
   for (int k = 1; k <= model_repeat; ++k) names.push_back("predicted-noise-" + std::to_string(k));
   return names;
@@ -322,23 +330,24 @@ int Validate(const ValidateCommandOptions& options, std::ostream& out) {
   const int model_repeat = options.model_repeat > 0 ? options.model_repeat : options.repeat;
   RegisterBuiltinEngines();
   const Scenario probe = LoadScenarioFile(options.scenario_path, options.overrides);
-  const std::string host_check = CheckProfileHost(options);
-  const std::vector<std::string> noisy_names = NoisyRunNames(options, model_repeat);
+  const ResolvedText profile_text = ReadProfileFile(options.profile_path);
+  const DeviceProfile profile = ParseDeviceProfile(profile_text.text, profile_text.display_name);
+  const std::vector<std::string> measured_names = MeasuredRunNames(options.repeat);
+  // The first host probe comes before the host check, which reuses its read bandwidth.
+  HostProbes host_probes(options, profile);
+  host_probes.Take("before " + measured_names.front());
+  const std::string host_check = CheckProfileHost(options, profile_text.display_name, profile,
+                                                  host_probes.FirstReadBandwidth());
+  const std::vector<std::string> noisy_names = NoisyRunNames(profile, model_repeat);
   const std::string dir =
       options.out_dir.empty() ? "out/validate/" + probe.name : options.out_dir;
   fs::create_directories(dir);
   SamePlanSteps same_plans;
-  {
-    const ResolvedText text = ReadProfileFile(options.profile_path);
-    const DeviceProfile profile = ParseDeviceProfile(text.text, text.display_name);
-    if (profile.step_noise) same_plans.comparison.SetNoise(StepNoiseCv(*profile.step_noise));
-  }
-  const std::vector<std::string> measured_names = MeasuredRunNames(options.repeat);
+  if (profile.step_noise) same_plans.comparison.SetNoise(StepNoiseCv(*profile.step_noise));
   std::vector<RunSummary> measured;
-  HostProbes host_probes(options);
-  for (const std::string& name : measured_names) {
-    host_probes.Take("before " + name);
-    measured.push_back(RunSide(options, options.engine, dir + "/" + name, same_plans));
+  for (size_t k = 0; k < measured_names.size(); ++k) {
+    if (k > 0) host_probes.Take("before " + measured_names[k]);
+    measured.push_back(RunSide(options, options.engine, dir + "/" + measured_names[k], same_plans));
   }
   host_probes.Take("after " + measured_names.back());
   const RunSummary predicted = RunSide(options, "model", dir + "/predicted", same_plans);
