@@ -1,4 +1,5 @@
-// prefix_hash.cc: the two prefix-hash schemes (see prefix_hash.h).
+// prefix_hash.cc: the streaming, chained and striped prefix-hash schemes (see prefix_hash.h);
+// the AES scheme is in prefix_hash_aes.cc.
 #include "cht/prefix_hash.h"
 
 #define XXH_STATIC_LINKING_ONLY  // XXH64_state_t on the stack: no allocation per prompt
@@ -15,6 +16,7 @@
 #endif
 
 #include "base/check.h"
+#include "cht/prefix_hash_aes.h"
 
 namespace feather {
 namespace {
@@ -489,8 +491,14 @@ std::string_view ToString(HashScheme scheme) {
       return "chained";
     case HashScheme::kStriped:
       return "striped";
+    case HashScheme::kAes:
+      return "aes";
   }
   return "?";
+}
+
+HashScheme DefaultHashScheme() {
+  return aes_prefix_hash::HasAesNi() ? HashScheme::kAes : HashScheme::kStriped;
 }
 
 void ComputeStreamingHashes(PromptView tokens, uint32_t chunk_tokens,
@@ -584,7 +592,25 @@ void ComputeStripedHashesSse2(PromptView tokens, uint32_t chunk_tokens,
                               std::vector<PrefixHash>& out) {
   StripedHashesVia(StripedPath::kSse2, tokens, chunk_tokens, out);
 }
+
+void ComputeAesHashesVia(AesPath path, PromptView tokens, uint32_t chunk_tokens,
+                         std::vector<PrefixHash>& out) {
+  FEATHER_DCHECK(chunk_tokens > 0, "chunk size must be positive");
+  out.clear();
+  aes_prefix_hash::State st = aes_prefix_hash::Initial();
+  aes_prefix_hash::Chunks(
+      path == AesPath::kPortable ? aes_prefix_hash::Path::kPortable : aes_prefix_hash::Path::kAesNi,
+      st, tokens, chunk_tokens, 0, NumChunks(tokens.size(), chunk_tokens), out);
+}
 }  // namespace prefix_hash_internal
+
+void ComputeAesHashes(PromptView tokens, uint32_t chunk_tokens, std::vector<PrefixHash>& out) {
+  FEATHER_DCHECK(chunk_tokens > 0, "chunk size must be positive");
+  out.clear();
+  aes_prefix_hash::State st = aes_prefix_hash::Initial();
+  aes_prefix_hash::Chunks(aes_prefix_hash::Path::kBest, st, tokens, chunk_tokens, 0,
+                          NumChunks(tokens.size(), chunk_tokens), out);
+}
 
 void ComputePrefixHashes(HashScheme scheme, PromptView tokens, uint32_t chunk_tokens,
                          std::vector<PrefixHash>& out) {
@@ -598,6 +624,9 @@ void ComputePrefixHashes(HashScheme scheme, PromptView tokens, uint32_t chunk_to
     case HashScheme::kStriped:
       ComputeStripedHashes(tokens, chunk_tokens, out);
       return;
+    case HashScheme::kAes:
+      ComputeAesHashes(tokens, chunk_tokens, out);
+      return;
   }
 }
 
@@ -605,12 +634,21 @@ namespace {
 
 static_assert(sizeof(XXH64_state_t) <= sizeof(PrefixHashResume::streaming));
 static_assert(sizeof(StripedState) <= sizeof(PrefixHashResume::streaming));
+static_assert(sizeof(aes_prefix_hash::State) <= sizeof(PrefixHashResume::streaming));
 
 // Chunks [first, last) of `tokens`, appended to `out`, continuing from `resume` (updated).
 void HashChunksResumable(HashScheme scheme, PromptView tokens, uint32_t chunk_tokens,
                          uint32_t first, uint32_t last, PrefixHashResume& resume,
                          std::vector<PrefixHash>& out) {
   thread_local std::vector<Token> straddle;
+  if (scheme == HashScheme::kAes) {
+    aes_prefix_hash::State st;
+    std::memcpy(&st, resume.streaming, sizeof(st));
+    aes_prefix_hash::Chunks(aes_prefix_hash::Path::kBest, st, tokens, chunk_tokens, first, last,
+                            out);
+    std::memcpy(resume.streaming, &st, sizeof(st));
+    return;
+  }
   if (scheme == HashScheme::kStriped) {
     StripedState st;
     std::memcpy(&st, resume.streaming, sizeof(st));
@@ -662,6 +700,9 @@ void PrefixHashesUpTo(HashScheme scheme, PromptView tokens, uint32_t chunk_token
   resume.last = kChainInit;
   if (scheme == HashScheme::kStriped) {
     std::memcpy(resume.streaming, &kStripedInit, sizeof(kStripedInit));
+  } else if (scheme == HashScheme::kAes) {
+    const aes_prefix_hash::State st = aes_prefix_hash::Initial();
+    std::memcpy(resume.streaming, &st, sizeof(st));
   } else {
     XXH64_state_t state;
     XXH64_reset(&state, kStreamingSeed);

@@ -18,6 +18,11 @@
 //               published hash: its quality rests on XXH3's accumulate and avalanche steps and
 //               is checked by the tests (prefix property over small alphabets, no collisions
 //               among 10^6 random chunk hashes, SSE2 path equal to the portable one).
+//   kAes:       each chunk absorbed by AES rounds, one 32-byte block per (VAES) round, folded
+//               to 128 bits with its length, and chained through one round per chunk:
+//               H_c = aesenc(H_{c-1}, y_c), h_c = low 64 bits of H_c (cht/prefix_hash_aes.h).
+//               O(T) at about half XXH3's time: the CHT's default where the CPU has AES
+//               instructions (every x86-64 CPU since 2010); slow in portable code without them.
 // The schemes give different values; a tree must use one scheme for all its requests.
 #pragma once
 
@@ -31,9 +36,14 @@
 
 namespace feather {
 
-enum class HashScheme : uint8_t { kStreaming, kChained, kStriped };
+enum class HashScheme : uint8_t { kStreaming, kChained, kStriped, kAes };
 
 [[nodiscard]] std::string_view ToString(HashScheme scheme);
+
+// The fastest scheme on this CPU: kAes where it has AES instructions (AES-NI; VAES makes it
+// faster still), else kStriped, whose portable and SSE2 paths do not need them. The CHT's
+// default. Decisions do not depend on the scheme, only run time does.
+[[nodiscard]] HashScheme DefaultHashScheme();
 
 [[nodiscard]] constexpr uint32_t NumChunks(size_t num_tokens, uint32_t chunk_tokens) {
   return static_cast<uint32_t>((num_tokens + chunk_tokens - 1) / chunk_tokens);
@@ -52,16 +62,19 @@ void ComputeChainedHashes(PromptView tokens, uint32_t chunk_tokens, std::vector<
 // Replaces `out` with the striped-scheme hash vector (allocation-free for a reused vector).
 void ComputeStripedHashes(PromptView tokens, uint32_t chunk_tokens, std::vector<PrefixHash>& out);
 
+// Replaces `out` with the AES-scheme hash vector (allocation-free for a reused vector).
+void ComputeAesHashes(PromptView tokens, uint32_t chunk_tokens, std::vector<PrefixHash>& out);
+
 void ComputePrefixHashes(HashScheme scheme, PromptView tokens, uint32_t chunk_tokens,
                          std::vector<PrefixHash>& out);
 
 // Resumable hashing, for prompts whose heads are shared: hash a head's first k chunks once
 // (PrefixHashesUpTo), keep the state after them, and hash each prompt's chunks k.. from that
 // state (PrefixHashesFrom). PrefixHashesUpTo(t, k) followed by PrefixHashesFrom(t, k) gives
-// ComputePrefixHashes(t) exactly, for either scheme.
+// ComputePrefixHashes(t) exactly, for every scheme.
 struct PrefixHashResume {
   PrefixHash last = 0;                          // kChained: h_k (h_0 = the scheme's initial value)
-  alignas(8) unsigned char streaming[88] = {};  // kStreaming / kStriped: the state after chunk k
+  alignas(8) unsigned char streaming[88] = {};  // other schemes: the state after chunk k
 };
 
 // Replaces `out` with h_1..h_k of `tokens` (k * chunk_tokens <= size) and sets `resume` to the
@@ -81,6 +94,11 @@ void ComputeStripedHashesPortable(PromptView tokens, uint32_t chunk_tokens,
 // CPU has it; the portable one on a build without SSE2).
 void ComputeStripedHashesSse2(PromptView tokens, uint32_t chunk_tokens,
                               std::vector<PrefixHash>& out);
+// The AES scheme through a given path: kAesPortable (no AES instructions), kAesNi (128-bit
+// rounds); ComputePrefixHashes takes the VAES path where the CPU has it.
+enum class AesPath : uint8_t { kPortable, kAesNi };
+void ComputeAesHashesVia(AesPath path, PromptView tokens, uint32_t chunk_tokens,
+                         std::vector<PrefixHash>& out);
 }  // namespace prefix_hash_internal
 
 }  // namespace feather

@@ -85,8 +85,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   config.chunk_tokens = in.ConsumeIntegralInRange<uint32_t>(1, 8);
   const bool chained = in.ConsumeBool();
   const bool striped = in.ConsumeBool();  // formerly the sorted-run threshold's byte
+  const bool aes = in.ConsumeBool();
   config.hash_scheme = chained   ? HashScheme::kChained
                        : striped ? HashScheme::kStriped
+                       : aes     ? HashScheme::kAes
                                  : HashScheme::kStreaming;
   config.expected_requests = 2;
   config.expected_chunks = 4;

@@ -86,7 +86,9 @@ void BindChunkedHashTree(nb::module_& m) {
              "h_c = XXH64 of the streaming state after the c-th chunk (the default)")
       .value("chained", HashScheme::kChained, "h_c = XXH3(h_{c-1} || XXH3(chunk c))")
       .value("striped", HashScheme::kStriped,
-             "XXH3's stripe accumulator across chunks, a light digest per chunk");
+             "XXH3's stripe accumulator across chunks, a light digest per chunk")
+      .value("aes", HashScheme::kAes,
+             "AES rounds absorb each chunk, one round per chunk chains them (the tree's default)");
 
   m.def(
       "prefix_hashes",

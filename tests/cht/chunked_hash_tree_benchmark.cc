@@ -43,6 +43,19 @@ void BM_StripedHashes(benchmark::State& state) {
 }
 BENCHMARK(BM_StripedHashes)->Arg(1000)->Arg(5000)->Arg(20000);
 
+// The AES scheme (VAES where the CPU has it) over the same in-cache prompt.
+void BM_AesHashes(benchmark::State& state) {
+  const auto tokens = static_cast<uint32_t>(state.range(0));
+  const PromptSet set = MakeGroupedPrompts(1, 1, tokens, 0, 1);
+  std::vector<PrefixHash> out;
+  for (auto _ : state) {
+    ComputeAesHashes(set.Prompt(0), 50, out);
+    benchmark::DoNotOptimize(out.data());
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * tokens * sizeof(Token));
+}
+BENCHMARK(BM_AesHashes)->Arg(1000)->Arg(5000)->Arg(20000);
+
 // One prompt of state.range(0) tokens hashed whole by `hash` (an XXH3 entry point).
 void HashWhole(benchmark::State& state, XXH64_hash_t (*hash)(const void*, size_t)) {
   const auto tokens = static_cast<uint32_t>(state.range(0));
@@ -271,6 +284,8 @@ BENCHMARK(BM_InsertVsXxh3)
     ->Args({20000, 1})
     ->Args({4000, 2})
     ->Args({20000, 2})
+    ->Args({4000, 3})
+    ->Args({20000, 3})
     ->Unit(benchmark::kMicrosecond);
 
 }  // namespace

@@ -117,7 +117,7 @@ def test_matches_brute_force_reference(seed, use_blocks):
     rng = random.Random(seed)
     chunk_tokens = rng.choice([1, 2, 3, 5])
     scheme = rng.choice([feather.HashScheme.streaming, feather.HashScheme.chained,
-                         feather.HashScheme.striped])
+                         feather.HashScheme.striped, feather.HashScheme.aes])
     tree = feather.ChunkedHashTree(chunk_tokens=chunk_tokens, hash_scheme=scheme)
     ref = Reference()
     length = 6 if use_blocks else 6 * chunk_tokens

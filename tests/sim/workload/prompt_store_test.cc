@@ -82,7 +82,8 @@ void ExpectViewsMatchCopies(const PromptStore& store, Rng& rng) {
   const uint32_t chunk = 1 + static_cast<uint32_t>(rng.Uniform(50));
   std::vector<PrefixHash> from_view;
   std::vector<PrefixHash> from_copy;
-  for (const HashScheme scheme : {HashScheme::kStreaming, HashScheme::kChained, HashScheme::kStriped}) {
+  for (const HashScheme scheme :
+       {HashScheme::kStreaming, HashScheme::kChained, HashScheme::kStriped, HashScheme::kAes}) {
     for (size_t i = 0; i < store.size(); ++i) {
       ComputePrefixHashes(scheme, store.Prompt(i), chunk, from_view);
       ComputePrefixHashes(scheme, copy.Prompt(i), chunk, from_copy);
@@ -133,7 +134,8 @@ TEST(PromptStoreProperty, ResumedPrefixHashesEqualTheWholeComputation) {
     const PromptSet copy = CopyEachPrompt(w.prompts);
     std::vector<PrefixHash> whole, head, own;
     PrefixHashResume resume;
-    for (const HashScheme scheme : {HashScheme::kStreaming, HashScheme::kChained, HashScheme::kStriped}) {
+    for (const HashScheme scheme :
+         {HashScheme::kStreaming, HashScheme::kChained, HashScheme::kStriped, HashScheme::kAes}) {
       for (size_t i = 0; i < w.prompts.size(); ++i) {
         const PromptView view = w.prompts.Prompt(i);
         const uint32_t chunk = 1 + static_cast<uint32_t>(rng.Uniform(30));
@@ -161,7 +163,7 @@ TEST(PromptStoreProperty, ChtOnKeyedViewsMatchesChtOnCopies) {
     const PromptSet copy = CopyEachPrompt(w.prompts);
     ChtConfig config;
     config.chunk_tokens = 1 + static_cast<uint32_t>(rng.Uniform(20));
-    config.hash_scheme = static_cast<HashScheme>(seed % 3);
+    config.hash_scheme = static_cast<HashScheme>(seed % 4);
     ChunkedHashTree keyed(config);
     ChunkedHashTree plain(config);
     std::vector<RequestId> active;
