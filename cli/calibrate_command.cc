@@ -118,6 +118,7 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
   measured_on.usable_cpus = host.usable_cpus;
   measured_on.l3_cache_bytes = host.caches.l3_bytes;
   measured_on.read_bw_bytes_per_s = probes.dram.bytes_per_s;
+  measured_on.probes = options.quick ? "quick" : "full";
   base.measured_on = measured_on;
   calib::FitOptions fit_options;
   fit_options.rows_label = fs::path(out_path).stem().string() + "-rows.csv";

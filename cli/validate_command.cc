@@ -161,9 +161,11 @@ std::string CheckProfileHost(const ValidateCommandOptions& options, const std::s
 
 // The machine's speed around the measured runs against the probes the profile recorded
 // (issue 20: this project's VM moved its GEMM speed by ~9 % within minutes, a validation's whole
-// throughput budget, and a miss must say whether the model or the machine moved). The same probes
-// as a full calibration (hw/probes.h: DRAM read, peak fp32 GEMM) with the profile's thread
-// count, before each measured run and after the last; about 2 s each. CPU engine only.
+// throughput budget, and a miss must say whether the model or the machine moved). The probes of
+// calibration (hw/probes.h: DRAM read, peak fp32 GEMM) with the settings the profile records
+// (measured_on.probes: full, or quick for a `calibrate --quick` profile, whose GEMM peak comes
+// from smaller products) and its thread count, before each measured run and after the last;
+// about 2 s each (full). CPU engine only.
 class HostProbes {
  public:
   HostProbes(const ValidateCommandOptions& options, const DeviceProfile& profile) {
@@ -182,16 +184,19 @@ class HostProbes {
         profile_read_bw_ = profile.measured_on->read_bw_bytes_per_s;
       }
       if (profile.dense_flops_per_s > 0) profile_gemm_ = profile.dense_flops_per_s;
+      quick_ = profile.measured_on->probes == "quick";
     }
   }
 
   // Probes the host now; `at` says when ("before measured-1", "after measured-3").
   void Take(const std::string& at) {
     if (!skipped_.empty()) return;
-    hw::BandwidthOptions bandwidth;
+    hw::BandwidthOptions bandwidth =
+        quick_ ? hw::BandwidthOptions::Quick() : hw::BandwidthOptions{};
     bandwidth.num_threads = threads_;
+    const hw::PeakGemmOptions gemm = quick_ ? hw::PeakGemmOptions::Quick() : hw::PeakGemmOptions{};
     Probe probe{at, hw::MeasureReadBandwidth(bandwidth).bytes_per_s,
-                hw::MeasurePeakGemmFlops(hw::DefaultGemmBackend(), threads_).flops_per_s};
+                hw::MeasurePeakGemmFlops(hw::DefaultGemmBackend(), threads_, gemm).flops_per_s};
     probes_.push_back(std::move(probe));
     ThrowIfInterrupted();
   }
@@ -209,6 +214,7 @@ class HostProbes {
     if (!skipped_.empty()) return skipped_;
     OrderedJson out;
     out["threads"] = threads_;
+    out["settings"] = quick_ ? "quick" : "full";
     out["profile"] = {{"read_bw_bytes_per_s", Nullable(profile_read_bw_)},
                       {"dense_flops_per_s", Nullable(profile_gemm_)}};
     OrderedJson list = OrderedJson::array();
@@ -249,6 +255,7 @@ class HostProbes {
 
   std::string skipped_;  // why no probes are taken; empty when they are
   int threads_ = 1;
+  bool quick_ = false;  // the profile's probes were calibrate --quick's
   std::optional<double> profile_read_bw_;
   std::optional<double> profile_gemm_;
   std::vector<Probe> probes_;
@@ -339,8 +346,7 @@ int Validate(const ValidateCommandOptions& options, std::ostream& out) {
   const std::string host_check = CheckProfileHost(options, profile_text.display_name, profile,
                                                   host_probes.FirstReadBandwidth());
   const std::vector<std::string> noisy_names = NoisyRunNames(profile, model_repeat);
-  const std::string dir =
-      options.out_dir.empty() ? "out/validate/" + probe.name : options.out_dir;
+  const std::string dir = options.out_dir.empty() ? "out/validate/" + probe.name : options.out_dir;
   fs::create_directories(dir);
   SamePlanSteps same_plans;
   if (profile.step_noise) same_plans.comparison.SetNoise(StepNoiseCv(*profile.step_noise));

@@ -32,7 +32,8 @@
 // scheduling decisions (a learning stop policy rewarded by measured, noisy step times): that is
 // what the noisy model runs reproduce.
 // "host_probes" (CPU engine, unless --no-host-probes): the machine's DRAM read and peak GEMM
-// probes (a full calibration's settings) before each measured run and after the last, with their
+// probes (the settings the profile's calibration used: "settings", full or quick) before each
+// measured run and after the last, with their
 // ratios to the figures the profile recorded and the range of each ratio: a miss that comes with
 // a GEMM peak ratio far from 1 says the machine moved since calibration, not the model.
 // Default DIR: out/validate/<scenario name>. SIGINT/SIGTERM: finished run directories stay,

@@ -52,6 +52,12 @@ struct ProfileMeasuredOn {
   uint32_t usable_cpus = 0;          // CPUs of the calibrating process's affinity mask
   uint64_t l3_cache_bytes = 0;       // last-level cache
   double read_bw_bytes_per_s = 0;    // the host DRAM read probe (hw/probes.h) at calibration
+  // The probe settings calibration used (hw/probes.h): "full" or "quick" (`calibrate --quick`:
+  // shorter bandwidth runs, GEMM peak over 256 and 512 only, which reads lower than the full
+  // probe's 512-1536). `validate` probes the host with the same settings, so that its ratios to
+  // the profile compare like with like. Empty = not recorded (profiles before 2026-11-25; read
+  // as "full").
+  std::string probes = {};
   friend bool operator==(const ProfileMeasuredOn&, const ProfileMeasuredOn&) = default;
 };
 

@@ -132,6 +132,10 @@ void ReadMeasuredOn(MapReader& root, DeviceProfile& profile) {
   reader.Integer("usable_cpus", m.usable_cpus, 1, 1'000'000);
   reader.Integer("l3_cache_bytes", m.l3_cache_bytes, 1, int64_t{1} << 50);
   reader.Real("read_bw_bytes_per_s", m.read_bw_bytes_per_s, 0, 1e15, true);
+  reader.String("probes", m.probes);
+  if (!m.probes.empty() && m.probes != "full" && m.probes != "quick") {
+    reader.Add(reader.Value("probes"), "probes", "expected full or quick, got '" + m.probes + "'");
+  }
   profile.measured_on = std::move(m);
 }
 
@@ -374,6 +378,7 @@ std::string DeviceProfileToYaml(const DeviceProfile& profile) {
     if (m->read_bw_bytes_per_s > 0) {
       out += "  read_bw_bytes_per_s: " + FormatNumber(m->read_bw_bytes_per_s) + "\n";
     }
+    if (!m->probes.empty()) out += "  probes: " + m->probes + "\n";
   }
   if (const std::optional<ProfileFit>& fit = profile.fit) {
     out += "fit:\n";

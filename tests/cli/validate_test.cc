@@ -305,7 +305,35 @@ TEST(ValidateCommandTest, OneRunKeepsTheMeasuredDirectoryNameAndProbesTheHostAro
     }
   }
   EXPECT_FALSE(host["profile"]["dense_flops_per_s"].is_null());  // every CPU profile has one
+  // The committed profile records no probe settings: read as a full calibration's.
+  EXPECT_EQ(host["settings"], "full");
   fs::remove_all(out);
+}
+
+// A `calibrate --quick` profile (measured_on.probes: quick) is probed with the quick settings,
+// whose GEMM peak comes from the same smaller products as the profile's.
+TEST(ValidateCommandTest, AQuickProfileIsProbedWithTheQuickSettings) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "feather_validate_quick_probes";
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::ifstream in(kSource + "/results/profiles/cpu.yaml");
+  std::stringstream text;
+  text << in.rdbuf();
+  std::string profile = text.str();
+  const size_t threads = profile.find("\n  threads: ");
+  ASSERT_NE(threads, std::string::npos);
+  profile.insert(profile.find('\n', threads + 1) + 1, "  probes: quick\n");
+  std::ofstream(dir / "cpu-quick.yaml") << profile;
+  setenv("OMP_WAIT_POLICY", "passive", 1);
+  std::vector<std::string> args = TinyValidateArgs(dir / "out", "1", /*host_probes=*/true);
+  *std::find(args.begin(), args.end(), kSource + "/results/profiles/cpu.yaml") =
+      (dir / "cpu-quick.yaml").string();
+  const test::RunResult run = test::RunFeather(args);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json host = ReadJson(dir / "out" / "validation.json")["host_probes"];
+  EXPECT_EQ(host["settings"], "quick") << host;
+  EXPECT_EQ(host["probes"].size(), 2u) << host;
+  fs::remove_all(dir);
 }
 
 TEST(ValidateCommandTest, NoHostProbesSaysSo) {

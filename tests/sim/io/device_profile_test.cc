@@ -300,6 +300,7 @@ DeviceProfile SmallWrittenProfile() {
                                     {"GNU 12.2.0", "Release", "0123456789ab"},
                                     "avx2+fma, openmp 2 threads, gemm=blas",
                                     2};
+  p.measured_on->probes = "quick";
   ProfileFit fit;
   fit.fit_mape = 0.0123456789012345678;
   fit.holdout_mape = 0.02;
@@ -391,6 +392,7 @@ TEST(DeviceProfileWriter, MeasuredOnErrorsNameLineAndKey) {
       GoldenWith("  date_utc: \"2025-05-01T12:00:00Z\"\n", "  date_utc: \"2025-13-01 12:00\"\n");
   text = Replaced(text, "    git_rev: \"0123456789ab\"\n", "    git_sha: x\n");
   text = Replaced(text, "  threads: 2\n", "  threads: 0\n  cores: 2\n");
+  text = Replaced(text, "  probes: quick\n", "  probes: fast\n");
   const auto problems = ProblemsOf([&] { (void)ParseDeviceProfile(text, "m.yaml"); });
   const std::string all = Render(problems);
   EXPECT_TRUE(
@@ -404,7 +406,10 @@ TEST(DeviceProfileWriter, MeasuredOnErrorsNameLineAndKey) {
   EXPECT_TRUE(Has(problems, LineOfText(text, "threads: 0"), "measured_on.threads", "out of range"))
       << all;
   EXPECT_TRUE(Has(problems, LineOfText(text, "cores"), "measured_on.cores", "unknown key")) << all;
-  EXPECT_EQ(problems.size(), 5u) << all;
+  EXPECT_TRUE(Has(problems, LineOfText(text, "probes: fast"), "measured_on.probes",
+                  "expected full or quick, got 'fast'"))
+      << all;
+  EXPECT_EQ(problems.size(), 6u) << all;
 
   const auto missing = ProblemsOf([] {
     (void)ParseDeviceProfile(GoldenWith("  kernel_variant: \"avx2+fma, openmp 2 threads, "
