@@ -134,7 +134,9 @@ TEST_F(CalibrateRefitTest, RatioRowsFitJointlyAndBadNamesExit2) {
       EXPECT_EQ(profile.origins[i].source, ParameterSource::kPublished);
       EXPECT_THAT(profile.origins[i].note, HasSubstr("paper-s3-rtx6000-ada.csv"));
     }
-    if (params[i].name == "gemm_bw_efficiency") EXPECT_EQ(profile.origins[i], spec.origins[i]);
+    if (params[i].name == "gemm_bw_efficiency") {
+      EXPECT_EQ(profile.origins[i], spec.origins[i]);
+    }
   }
   EXPECT_THAT(profile.notes, HasSubstr("Assumed (nothing published informs them): "));
   EXPECT_THAT(profile.notes, HasSubstr("gemm_bw_efficiency"));
