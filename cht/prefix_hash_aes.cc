@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <array>
-#include <bit>
 #include <cstring>
 
 #if defined(__x86_64__)
@@ -15,8 +14,9 @@
 namespace feather::aes_prefix_hash {
 namespace {
 
-static_assert(std::endian::native == std::endian::little,
-              "the portable path reads token bytes and writes hashes as a little-endian CPU does");
+// The portable path reads the length key and the hash as little-endian words, as the SIMD paths
+// do; on a big-endian CPU (no SIMD path there) its values differ from an x86 machine's but are
+// still a valid scheme: a tree only compares hashes it computed itself.
 
 constexpr size_t kBlockBytes = 32;
 
