@@ -16,6 +16,7 @@
 #endif
 
 #include "base/check.h"
+#include "base/splitmix64.h"
 #include "cht/prefix_hash_aes.h"
 
 namespace feather {
@@ -49,14 +50,8 @@ constexpr size_t kStripeKeys = 8;  // key offset rotates over 8 stripes
 
 constexpr std::array<uint64_t, 4 * kStripeKeys + 8> MakeStripeKeys() {
   std::array<uint64_t, 4 * kStripeKeys + 8> keys{};
-  uint64_t x = 0x243F6A8885A308D3ULL;  // pi
-  for (uint64_t& k : keys) {
-    x += 0x9E3779B97F4A7C15ULL;
-    uint64_t z = x;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    k = z ^ (z >> 31);
-  }
+  SplitMix64 generator{0x243F6A8885A308D3ULL};  // pi
+  for (uint64_t& k : keys) k = generator.Next();
   return keys;
 }
 constexpr auto kStripeKeyTable = MakeStripeKeys();

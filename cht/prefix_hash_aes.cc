@@ -5,6 +5,8 @@
 #include <array>
 #include <cstring>
 
+#include "base/splitmix64.h"
+
 #if defined(__x86_64__)
 #include <cpuid.h>
 #include <immintrin.h>
@@ -25,14 +27,8 @@ constexpr size_t kBlockBytes = 32;
 // last round's key (10, 11), H0 the chain's start (12, 13).
 constexpr std::array<uint64_t, 14> MakeConstants() {
   std::array<uint64_t, 14> words{};
-  uint64_t x = 0xB7E151628AED2A6BULL;
-  for (uint64_t& w : words) {
-    x += 0x9E3779B97F4A7C15ULL;
-    uint64_t z = x;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
-    w = z ^ (z >> 31);
-  }
+  SplitMix64 generator{0xB7E151628AED2A6BULL};
+  for (uint64_t& w : words) w = generator.Next();
   return words;
 }
 constexpr auto kConstants = MakeConstants();

@@ -30,44 +30,31 @@ void BM_StreamingHashes(benchmark::State& state) {
 }
 BENCHMARK(BM_StreamingHashes)->Arg(1000)->Arg(5000)->Arg(20000);
 
-// The striped scheme and XXH3 alone over the same in-cache prompt.
-void BM_StripedHashes(benchmark::State& state) {
+// One in-cache prompt of state.range(0) tokens through a prefix-hash function, 50-token chunks:
+// the striped scheme, the AES scheme (VAES where the CPU has it) and its AES-NI path (128-bit
+// rounds: CPUs without VAES take it), beside XXH3 alone (HashWhole, below).
+void HashChunks(benchmark::State& state,
+                void (*hash)(PromptView, uint32_t, std::vector<PrefixHash>&)) {
   const auto tokens = static_cast<uint32_t>(state.range(0));
   const PromptSet set = MakeGroupedPrompts(1, 1, tokens, 0, 1);
   std::vector<PrefixHash> out;
   for (auto _ : state) {
-    ComputeStripedHashes(set.Prompt(0), 50, out);
+    hash(set.Prompt(0), 50, out);
     benchmark::DoNotOptimize(out.data());
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * tokens * sizeof(Token));
 }
+
+void AesNiHashes(PromptView tokens, uint32_t chunk_tokens, std::vector<PrefixHash>& out) {
+  prefix_hash_internal::ComputeAesHashesVia(prefix_hash_internal::AesPath::kAesNi, tokens,
+                                            chunk_tokens, out);
+}
+
+void BM_StripedHashes(benchmark::State& state) { HashChunks(state, &ComputeStripedHashes); }
 BENCHMARK(BM_StripedHashes)->Arg(1000)->Arg(5000)->Arg(20000);
-
-// The AES scheme (VAES where the CPU has it) over the same in-cache prompt.
-void BM_AesHashes(benchmark::State& state) {
-  const auto tokens = static_cast<uint32_t>(state.range(0));
-  const PromptSet set = MakeGroupedPrompts(1, 1, tokens, 0, 1);
-  std::vector<PrefixHash> out;
-  for (auto _ : state) {
-    ComputeAesHashes(set.Prompt(0), 50, out);
-    benchmark::DoNotOptimize(out.data());
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * tokens * sizeof(Token));
-}
+void BM_AesHashes(benchmark::State& state) { HashChunks(state, &ComputeAesHashes); }
 BENCHMARK(BM_AesHashes)->Arg(1000)->Arg(5000)->Arg(20000);
-
-// The AES scheme through its AES-NI path (128-bit rounds: CPUs without VAES take it).
-void BM_AesHashesAesNi(benchmark::State& state) {
-  const auto tokens = static_cast<uint32_t>(state.range(0));
-  const PromptSet set = MakeGroupedPrompts(1, 1, tokens, 0, 1);
-  std::vector<PrefixHash> out;
-  for (auto _ : state) {
-    prefix_hash_internal::ComputeAesHashesVia(prefix_hash_internal::AesPath::kAesNi,
-                                              set.Prompt(0), 50, out);
-    benchmark::DoNotOptimize(out.data());
-  }
-  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * tokens * sizeof(Token));
-}
+void BM_AesHashesAesNi(benchmark::State& state) { HashChunks(state, &AesNiHashes); }
 BENCHMARK(BM_AesHashesAesNi)->Arg(1000)->Arg(5000)->Arg(20000);
 
 // One prompt of state.range(0) tokens hashed whole by `hash` (an XXH3 entry point).
@@ -101,7 +88,11 @@ void BM_ChainedHashes(benchmark::State& state) {
   }
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * tokens * sizeof(Token));
 }
-BENCHMARK(BM_ChainedHashes)->Args({20000, 1})->Args({20000, 2})->Args({1000000, 1})->Args({1000000, 2});
+BENCHMARK(BM_ChainedHashes)
+    ->Args({20000, 1})
+    ->Args({20000, 2})
+    ->Args({1000000, 1})
+    ->Args({1000000, 2});
 
 // Steady state: `waiting` prompts of 5 groups wait; each iteration admits the best candidate,
 // finishes the oldest active request, and re-inserts it (same id) so the population is constant.

@@ -12,6 +12,7 @@
 #include <bit>
 #include <cstdio>
 #include <cstring>
+#include <utility>
 #include <vector>
 
 #include "base/rng.h"
@@ -122,8 +123,9 @@ TEST(PrefixHash, StripedPathsAgreeAndViewsEqualContiguous) {
 
 // 2^21 distinct prefixes that differ in few bits (a counter in one token, at the first or the
 // last word of a chunk) give 2^21 distinct hashes: a 64-bit hash should give no collision
-// (expected pairs ~ 2^41 / 2^64).
-TEST(PrefixHash, StripedNoCollisionsOnNearbyInputs) {
+// (expected pairs ~ 2^41 / 2^64). Returns the number of distinct hashes and of inputs.
+using HashFunction = void (*)(PromptView, uint32_t, std::vector<PrefixHash>&);
+std::pair<size_t, size_t> DistinctHashesOfNearbyInputs(HashFunction hash) {
   std::vector<PrefixHash> all;
   all.reserve(2u << 20);
   std::vector<PrefixHash> h;
@@ -132,24 +134,36 @@ TEST(PrefixHash, StripedNoCollisionsOnNearbyInputs) {
       std::vector<Token> tokens(100, 7);
       tokens[position] = static_cast<Token>(i);       // chunk 1 differs
       tokens[50 + position] = static_cast<Token>(i);  // and so does chunk 2's prefix
-      ComputeStripedHashes(tokens, 50, h);
+      hash(tokens, 50, h);
       all.push_back(h[0]);
       all.push_back(h[1]);
     }
   }
-  // Inputs: (i, position) pairs are distinct except position 0 vs 49 with i == 7 (both all-7).
+  const size_t inputs = all.size();
   std::sort(all.begin(), all.end());
-  const auto distinct = static_cast<size_t>(std::unique(all.begin(), all.end()) - all.begin());
-  EXPECT_EQ(distinct, all.size() - 2);
+  return {static_cast<size_t>(std::unique(all.begin(), all.end()) - all.begin()), inputs};
 }
 
-TEST(PrefixHash, StripedPartialChunkDiffersFromZeroPadding) {
-  std::vector<PrefixHash> a, b;
-  ComputeStripedHashes(std::vector<Token>{5, 6, 7}, 50, a);
-  ComputeStripedHashes(std::vector<Token>{5, 6, 7, 0}, 50, b);
-  ASSERT_EQ(a.size(), 1u);
-  ASSERT_EQ(b.size(), 1u);
-  EXPECT_NE(a[0], b[0]);
+// Inputs: (i, position) pairs are distinct except position 0 vs 49 with i == 7 (both all-7).
+TEST(PrefixHash, StripedNoCollisionsOnNearbyInputs) {
+  const auto [distinct, inputs] = DistinctHashesOfNearbyInputs(&ComputeStripedHashes);
+  EXPECT_EQ(distinct, inputs - 2);
+}
+
+TEST(PrefixHash, AesNoCollisionsOnNearbyInputs) {
+  const auto [distinct, inputs] = DistinctHashesOfNearbyInputs(&ComputeAesHashes);
+  EXPECT_EQ(distinct, inputs - 2);
+}
+
+TEST(PrefixHash, PartialChunkDiffersFromZeroPadding) {
+  for (const HashScheme scheme : {HashScheme::kStriped, HashScheme::kAes}) {
+    std::vector<PrefixHash> a, b;
+    ComputePrefixHashes(scheme, std::vector<Token>{5, 6, 7}, 50, a);
+    ComputePrefixHashes(scheme, std::vector<Token>{5, 6, 7, 0}, 50, b);
+    ASSERT_EQ(a.size(), 1u) << ToString(scheme);
+    ASSERT_EQ(b.size(), 1u) << ToString(scheme);
+    EXPECT_NE(a[0], b[0]) << ToString(scheme);
+  }
 }
 
 // The portable AES round equals the CPU's aesenc on random states and keys (and the FIPS-197
@@ -214,35 +228,6 @@ TEST(PrefixHash, AesPathsAgreeAndViewsEqualContiguous) {
                                               viewed);
     ASSERT_EQ(best, viewed) << "seed " << seed << " seam " << seam;
   }
-}
-
-// As StripedNoCollisionsOnNearbyInputs.
-TEST(PrefixHash, AesNoCollisionsOnNearbyInputs) {
-  std::vector<PrefixHash> all;
-  all.reserve(2u << 20);
-  std::vector<PrefixHash> h;
-  for (uint32_t i = 0; i < (1u << 19); ++i) {
-    for (const size_t position : {size_t{0}, size_t{49}}) {
-      std::vector<Token> tokens(100, 7);
-      tokens[position] = static_cast<Token>(i);
-      tokens[50 + position] = static_cast<Token>(i);
-      ComputeAesHashes(tokens, 50, h);
-      all.push_back(h[0]);
-      all.push_back(h[1]);
-    }
-  }
-  std::sort(all.begin(), all.end());
-  const auto distinct = static_cast<size_t>(std::unique(all.begin(), all.end()) - all.begin());
-  EXPECT_EQ(distinct, all.size() - 2);
-}
-
-TEST(PrefixHash, AesPartialChunkDiffersFromZeroPadding) {
-  std::vector<PrefixHash> a, b;
-  ComputeAesHashes(std::vector<Token>{5, 6, 7}, 50, a);
-  ComputeAesHashes(std::vector<Token>{5, 6, 7, 0}, 50, b);
-  ASSERT_EQ(a.size(), 1u);
-  ASSERT_EQ(b.size(), 1u);
-  EXPECT_NE(a[0], b[0]);
 }
 
 // Avalanche: one flipped input bit anywhere in chunk 1 (chunk sizes 1-60 tokens, so the bit

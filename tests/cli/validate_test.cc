@@ -55,12 +55,14 @@ std::vector<std::string> TinyValidateArgs(const fs::path& out, const std::string
   return args;
 }
 
-nlohmann::json ReadJson(const fs::path& path) {
+std::string ReadText(const fs::path& path) {
   std::ifstream in(path);
   std::stringstream text;
   text << in.rdbuf();
-  return nlohmann::json::parse(text.str());
+  return text.str();
 }
+
+nlohmann::json ReadJson(const fs::path& path) { return nlohmann::json::parse(ReadText(path)); }
 
 // A profile calibrated on another machine is refused before anything runs (issue 20), and
 // accepted with --allow-foreign-profile.
@@ -68,10 +70,7 @@ TEST(ValidateCommandTest, AProfileOfAnotherMachineIsRefused) {
   const fs::path dir = fs::path(::testing::TempDir()) / "feather_validate_foreign";
   fs::remove_all(dir);
   fs::create_directories(dir);
-  std::ifstream in(kSource + "/results/profiles/cpu.yaml");
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string yaml = text.str();
+  std::string yaml = ReadText(kSource + "/results/profiles/cpu.yaml");
   const size_t at = yaml.find("  cpu_model: ");
   ASSERT_NE(at, std::string::npos);
   yaml.replace(at, yaml.find('\n', at) - at, "  cpu_model: \"Imaginary CPU 9000\"");
@@ -136,10 +135,7 @@ TEST(ValidateCommandTest, RepeatedMeasuredRunsAreAveragedAndKept) {
 
 // cpu.yaml with a step_noise section appended, written under `dir`.
 std::string NoisyProfile(const fs::path& dir) {
-  std::ifstream in(kSource + "/results/profiles/cpu.yaml");
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string yaml = text.str();
+  std::string yaml = ReadText(kSource + "/results/profiles/cpu.yaml");
   if (yaml.find("\nstep_noise:") == std::string::npos) {
     yaml +=
         "step_noise:\n  source: measured\n  note: \"test\"\n  steps: 10\n  repetitions: 5\n"
@@ -316,10 +312,7 @@ TEST(ValidateCommandTest, AQuickProfileIsProbedWithTheQuickSettings) {
   const fs::path dir = fs::path(::testing::TempDir()) / "feather_validate_quick_probes";
   fs::remove_all(dir);
   fs::create_directories(dir);
-  std::ifstream in(kSource + "/results/profiles/cpu.yaml");
-  std::stringstream text;
-  text << in.rdbuf();
-  std::string profile = text.str();
+  std::string profile = ReadText(kSource + "/results/profiles/cpu.yaml");
   const size_t threads = profile.find("\n  threads: ");
   ASSERT_NE(threads, std::string::npos);
   profile.insert(profile.find('\n', threads + 1) + 1, "  probes: quick\n");
