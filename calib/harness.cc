@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <optional>
 #include <string_view>
 #include <utility>
@@ -107,16 +108,39 @@ ProfileStepNoise StepNoiseOf(std::span<const StepMeasurement> measurements, std:
     return 0.0;
   };
   std::vector<double> ratios;
+  // by_pass[k]: the ratios of timed pass k (repetition k of every step: MeasureSteps keeps them
+  // in pass order), whose median is that pass's drift (device_profile.h, drift_rel_stdev).
+  std::vector<std::vector<double>> by_pass(noise.repetitions);
   for (const std::string_view name : ProfileFitTermNames()) {
     ratios.clear();
+    for (std::vector<double>& pass : by_pass) pass.clear();
     for (const StepMeasurement& m : measurements) {
       const double median = term_ns(m.row.measured, name);
       if (median <= 0) continue;
-      for (const StepTiming& repetition : m.repetitions) {
-        ratios.push_back(term_ns(repetition, name) / median - 1.0);
+      for (size_t k = 0; k < m.repetitions.size(); ++k) {
+        const double r = term_ns(m.repetitions[k], name) / median - 1.0;
+        ratios.push_back(r);
+        by_pass[k].push_back(r);
       }
     }
     if (ratios.empty()) continue;
+    std::vector<double> pass_medians;
+    for (std::vector<double>& pass : by_pass) {
+      if (pass.empty()) continue;
+      const auto middle = pass.begin() + static_cast<std::ptrdiff_t>(pass.size() / 2);
+      std::nth_element(pass.begin(), middle, pass.end());
+      double median = *middle;
+      if (pass.size() % 2 == 0) median = (median + *std::max_element(pass.begin(), middle)) / 2;
+      pass_medians.push_back(median);
+    }
+    double drift = 0;
+    if (pass_medians.size() >= 2) {
+      double mean = 0;
+      for (const double d : pass_medians) mean += d;
+      mean /= static_cast<double>(pass_medians.size());
+      for (const double d : pass_medians) drift += (d - mean) * (d - mean);
+      drift = std::sqrt(drift / static_cast<double>(pass_medians.size() - 1));
+    }
     double sum_squares = 0;
     for (const double r : ratios) sum_squares += r * r;
     std::sort(ratios.begin(), ratios.end());
@@ -132,7 +156,8 @@ ProfileStepNoise StepNoiseOf(std::span<const StepMeasurement> measurements, std:
                            .rms = std::sqrt(sum_squares / static_cast<double>(ratios.size())),
                            .p05 = quantile(0.05),
                            .p95 = quantile(0.95),
-                           .samples = ratios.size()});
+                           .samples = ratios.size(),
+                           .drift_rel_stdev = drift});
   }
   return noise;
 }

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <ostream>
+#include <span>
 #include <stdexcept>
 #include <string>
 #include <utility>
@@ -316,6 +317,33 @@ std::vector<std::string> MeasuredRunNames(int repeat) {
   return names;
 }
 
+// What the noisy model runs drew from: per term the profile's per-step spread and its run-level
+// drift, and each run's drift factors (seed k + 1 for run k, as RunSide passes it; 1 without
+// drift), so that a reader can tell a run that drew a slow machine from one that did not.
+OrderedJson NoiseReport(const ProfileStepNoise& noise, std::span<const RunSummary> runs) {
+  const std::array<double, kNumStepTerms> cv = StepNoiseCv(noise);
+  const std::array<double, kNumStepTerms> drift = StepNoiseDrift(noise);
+  OrderedJson report;
+  for (const ProfileTermNoise& term : noise.terms) {
+    report["terms"][term.term] = {{"rel_stdev", term.rel_stdev},
+                                  {"drift_rel_stdev", term.drift_rel_stdev}};
+  }
+  report["run_factors"] = OrderedJson::array();
+  for (size_t k = 0; k < runs.size(); ++k) {
+    const StepNoise draw(cv, k + 1, drift);
+    OrderedJson factors;
+    for (const ProfileTermNoise& term : noise.terms) {
+      for (size_t t = 0; t < kNumStepTerms; ++t) {
+        if (StepTermName(static_cast<StepTerm>(t)) == term.term) {
+          factors[term.term] = draw.run_factors()[t];
+        }
+      }
+    }
+    report["run_factors"].push_back(factors);
+  }
+  return report;
+}
+
 // The noisy model runs' directory names: "predicted-noise-1" .. "predicted-noise-M", none when
 // the profile has no step_noise section or M < 2 (one draw says nothing about a spread).
 std::vector<std::string> NoisyRunNames(const DeviceProfile& profile, int model_repeat) {
@@ -389,6 +417,7 @@ int Validate(const ValidateCommandOptions& options, std::ostream& out) {
   validation["overrides"] = options.overrides;
   validation["runs"] = {
       {"measured", measured_names}, {"predicted", "predicted"}, {"predicted_noise", noisy_names}};
+  if (!noisy_names.empty()) validation["predicted_noise"] = NoiseReport(*profile.step_noise, noisy);
   validation["provenance"] = ToJson(ReadHostInfo());
   ThrowIfInterrupted();
   {

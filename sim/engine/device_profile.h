@@ -94,6 +94,15 @@ struct ProfileFit {
 // the rare repetition a busy shared machine stretches 10–100× (a descheduled thread), which
 // rms and p95 keep on record (on a loaded 2-core VM: gemm rel_stdev 0.03, rms 1.3). This is the
 // machine's step-to-step noise, not the model's error (that is `fit`).
+//
+// drift_rel_stdev: the part of that spread a whole run shares. Per timed pass k, the median over
+// the steps of r (a pass runs every step once, so its median is how fast the machine was during
+// that pass: tens of seconds, the length of a validation run); drift_rel_stdev is the sample
+// stdev of those R medians (0 with one pass, or when the profile predates the key). A model run
+// draws one such factor for its whole run and the rest of rel_stdev per step
+// (sim/engine/step_noise.h), so slow drift of the machine — a shared VM's DRAM bandwidth moved by
+// a third within minutes here — widens the predicted spread of a run's totals, which i.i.d.
+// per-step noise averages away.
 struct ProfileTermNoise {
   std::string term;      // ProfileFitTermNames() (decode_attention includes kv_reuse)
   double rel_stdev = 0;  // >= 0: (p84 − p16) / 2
@@ -101,6 +110,7 @@ struct ProfileTermNoise {
   double p05 = 0;        // >= -1
   double p95 = 0;        // >= p05
   uint64_t samples = 0;  // pooled ratios (steps × repetitions), >= 1
+  double drift_rel_stdev = 0;  // >= 0: stdev over the passes of the pass's median r (above)
   friend bool operator==(const ProfileTermNoise&, const ProfileTermNoise&) = default;
 };
 struct ProfileStepNoise {

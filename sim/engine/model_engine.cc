@@ -202,7 +202,8 @@ ModelEngine::ModelEngine(const DeviceProfile& profile,  // NOLINT(modernize-pass
           "step_noise.enabled: profile '" + profile_.name +
           "' has no step_noise section (a calibration writes it: feather calibrate --target cpu)");
     }
-    noise_.emplace(StepNoiseCv(*profile_.step_noise), options_.step_noise_seed);
+    noise_.emplace(StepNoiseCv(*profile_.step_noise), options_.step_noise_seed,
+                   StepNoiseDrift(*profile_.step_noise));
   }
 }
 

@@ -1,27 +1,51 @@
 // step_noise.cc: log-normal step-time noise (see step_noise.h).
 #include "sim/engine/step_noise.h"
 
+#include <algorithm>
 #include <cmath>
 #include <numbers>
 
 namespace feather {
 
-std::array<double, kNumStepTerms> StepNoiseCv(const ProfileStepNoise& noise) {
-  std::array<double, kNumStepTerms> cv{};
+namespace {
+
+std::array<double, kNumStepTerms> PerTerm(const ProfileStepNoise& noise,
+                                          double ProfileTermNoise::*field) {
+  std::array<double, kNumStepTerms> values{};
   for (const ProfileTermNoise& term : noise.terms) {
     for (size_t t = 0; t < kNumStepTerms; ++t) {
-      if (StepTermName(static_cast<StepTerm>(t)) == term.term) cv[t] = term.rel_stdev;
+      if (StepTermName(static_cast<StepTerm>(t)) == term.term) values[t] = term.*field;
     }
   }
   // A real engine cannot time kv_reuse apart from decode attention (ProfileFitTermNames).
-  cv[static_cast<size_t>(StepTerm::kKvReuse)] = cv[static_cast<size_t>(StepTerm::kDecodeAttention)];
-  return cv;
+  values[static_cast<size_t>(StepTerm::kKvReuse)] =
+      values[static_cast<size_t>(StepTerm::kDecodeAttention)];
+  return values;
 }
 
-StepNoise::StepNoise(const std::array<double, kNumStepTerms>& cv, uint64_t seed)
+}  // namespace
+
+std::array<double, kNumStepTerms> StepNoiseCv(const ProfileStepNoise& noise) {
+  return PerTerm(noise, &ProfileTermNoise::rel_stdev);
+}
+
+std::array<double, kNumStepTerms> StepNoiseDrift(const ProfileStepNoise& noise) {
+  return PerTerm(noise, &ProfileTermNoise::drift_rel_stdev);
+}
+
+StepNoise::StepNoise(const std::array<double, kNumStepTerms>& cv, uint64_t seed,
+                     const std::array<double, kNumStepTerms>& drift)
     : rng_{SplitMix64Hash(seed)} {
+  run_factors_.fill(1.0);
+  const bool drifts = std::any_of(drift.begin(), drift.end(), [](double d) { return d > 0; });
+  const double z_run = drifts ? NextNormal() : 0.0;
+  has_spare_ = false;  // the run's draw uses a pair of uniforms alone
   for (size_t t = 0; t < kNumStepTerms; ++t) {
-    const double variance = std::log1p(cv[t] * cv[t]);
+    const double run_variance = std::log1p(drift[t] * drift[t]);
+    if (run_variance > 0) {
+      run_factors_[t] = std::exp(-run_variance / 2 + std::sqrt(run_variance) * z_run);
+    }
+    const double variance = std::max(0.0, std::log1p(cv[t] * cv[t]) - run_variance);
     sigma_[t] = std::sqrt(variance);
     mu_[t] = -variance / 2;
   }
@@ -44,7 +68,8 @@ double StepNoise::NextNormal() {
 std::array<double, kNumStepTerms> StepNoise::NextFactors() {
   std::array<double, kNumStepTerms> factors{};
   for (size_t t = 0; t < kNumStepTerms; ++t) {
-    factors[t] = sigma_[t] > 0 ? std::exp(mu_[t] + sigma_[t] * NextNormal()) : 1.0;
+    factors[t] =
+        run_factors_[t] * (sigma_[t] > 0 ? std::exp(mu_[t] + sigma_[t] * NextNormal()) : 1.0);
   }
   return factors;
 }

@@ -196,7 +196,8 @@ void ReadFit(MapReader& root, DeviceProfile& profile) {
   profile.fit = std::move(fit);
 }
 
-// `step_noise`: {source, note, steps, repetitions, terms: {TERM: {rel_stdev, p05, p95, samples}}}.
+// `step_noise`: {source, note, steps, repetitions, terms: {TERM: {rel_stdev, rms, p05, p95,
+// samples, drift_rel_stdev (optional, default 0)}}}.
 void ReadStepNoise(MapReader& root, DeviceProfile& profile) {
   const std::optional<YAML::Node> node = root.Child("step_noise");
   if (!node) return;
@@ -232,6 +233,7 @@ void ReadStepNoise(MapReader& root, DeviceProfile& profile) {
       entry.Real("p05", t.p05, -1, 1e6, false, true);
       entry.Real("p95", t.p95, -1, 1e6, false, true);
       entry.Integer("samples", t.samples, 1, kMaxRows, true);
+      entry.Real("drift_rel_stdev", t.drift_rel_stdev, 0, 1e6, false, false);
       if (t.p95 < t.p05) {
         entry.Add(entry.Value("p95"), "p95",
                   "p95 " + FormatNumber(t.p95) + " is below p05 " + FormatNumber(t.p05));
@@ -405,6 +407,10 @@ std::string DeviceProfileToYaml(const DeviceProfile& profile) {
       out += "      p05: " + ExactNumber(t.p05) + "\n";
       out += "      p95: " + ExactNumber(t.p95) + "\n";
       out += "      samples: " + std::to_string(t.samples) + "\n";
+      // Written only when measured: profiles from before the key read it as 0.
+      if (t.drift_rel_stdev != 0) {
+        out += "      drift_rel_stdev: " + ExactNumber(t.drift_rel_stdev) + "\n";
+      }
     }
   }
   out += "parameters:\n";

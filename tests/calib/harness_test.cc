@@ -133,6 +133,11 @@ TEST(Harness, StepNoiseOfPoolsTheRepetitionsPerTerm) {
   EXPECT_NEAR(noise.terms[1].rel_stdev, 0.6826894 * 0.1 / 2, 1e-6);
   EXPECT_NEAR(noise.terms[1].rms, std::sqrt(0.01 / 3), 1e-12);
   EXPECT_NEAR(noise.terms[1].p95, 0.09, 1e-12);
+  // Drift: gemm's passes hold {−0.5, −0.1}, {0.5, 0}, {0, 0.1}: medians −0.3, 0.25, 0.05, mean 0,
+  // sample stdev sqrt(0.155 / 2). decode_attention's passes: 0.1, 0, 0 (one step each).
+  EXPECT_NEAR(noise.terms[0].drift_rel_stdev, std::sqrt(0.155 / 2), 1e-12);
+  EXPECT_NEAR(noise.terms[1].drift_rel_stdev,
+              std::sqrt((0.0044444444444 + 0.0011111111111 * 2) / 2), 1e-9);
 
   // One descheduled repetition among many steady ones.
   std::vector<StepMeasurement> steady(10);
@@ -144,6 +149,23 @@ TEST(Harness, StepNoiseOfPoolsTheRepetitionsPerTerm) {
   const ProfileStepNoise robust = StepNoiseOf(steady, "");
   EXPECT_LT(robust.terms[0].rel_stdev, 0.03);
   EXPECT_GT(robust.terms[0].rms, 10.0);
+  // Drift: here every step runs 2 % fast in the first pass and 2 % slow in the last, so the
+  // passes' medians are −0.02, 0, 0.02 (the descheduled repetition does not move its pass's).
+  EXPECT_NEAR(robust.terms[0].drift_rel_stdev, 0.02, 1e-12);
+
+  // The same pooled ratios with no pass faster than another (each step's fast repetition in a
+  // different pass, in turn): a per-step spread, no drift.
+  std::vector<StepMeasurement> rotating(9);
+  const std::vector<int64_t> ns = {980, 1000, 1020};
+  for (size_t i = 0; i < rotating.size(); ++i) {
+    rotating[i].row.measured = Timing(1000, 0, 0);
+    for (size_t k = 0; k < 3; ++k) {
+      rotating[i].repetitions.push_back(Timing(ns[(i + k) % 3], 0, 0));
+    }
+  }
+  const ProfileStepNoise mixed = StepNoiseOf(rotating, "");
+  EXPECT_EQ(mixed.terms[0].drift_rel_stdev, 0.0);
+  EXPECT_NEAR(mixed.terms[0].rel_stdev, 0.02, 1e-12);  // 9 each of −0.02, 0, 0.02
 }
 
 TEST(HarnessDeathTest, AnEngineThatDisagreesWithItsShapeAborts) {

@@ -139,8 +139,10 @@ std::string NoisyProfile(const fs::path& dir) {
   if (yaml.find("\nstep_noise:") == std::string::npos) {
     yaml +=
         "step_noise:\n  source: measured\n  note: \"test\"\n  steps: 10\n  repetitions: 5\n"
-        "  terms:\n    gemm:\n      rel_stdev: 0.05\n      rms: 0.1\n      p05: -0.05\n      p95: 0.08\n"
-        "      samples: 50\n    decode_attention:\n      rel_stdev: 0.2\n      rms: 0.5\n      p05: -0.2\n"
+        "  terms:\n    gemm:\n      rel_stdev: 0.05\n      rms: 0.1\n      p05: -0.05\n      p95: "
+        "0.08\n"
+        "      samples: 50\n      drift_rel_stdev: 0.03\n    decode_attention:\n      rel_stdev: "
+        "0.2\n      rms: 0.5\n      p05: -0.2\n"
         "      p95: 0.3\n      samples: 50\n";
   }
   fs::create_directories(dir);
@@ -184,6 +186,18 @@ TEST(ValidateCommandTest, NoisyModelRunsGiveEachMetricAnIntervalAndAVerdict) {
     EXPECT_TRUE(m.contains("verdict"));
   }
   EXPECT_TRUE(validation["verdict"].contains("pass"));
+  // What the noisy runs drew from: gemm drifts (one factor per run, different between runs),
+  // decode_attention has no drift (factor 1).
+  const nlohmann::json& drawn = validation["predicted_noise"];
+  EXPECT_EQ(drawn["terms"]["gemm"]["drift_rel_stdev"].get<double>(), 0.03);
+  EXPECT_EQ(drawn["terms"]["decode_attention"]["drift_rel_stdev"].get<double>(), 0.0);
+  ASSERT_EQ(drawn["run_factors"].size(), 3u);
+  for (const nlohmann::json& run_factors : drawn["run_factors"]) {
+    EXPECT_GT(run_factors["gemm"].get<double>(), 0.0);
+    EXPECT_NE(run_factors["gemm"].get<double>(), 1.0);
+    EXPECT_EQ(run_factors["decode_attention"].get<double>(), 1.0);
+  }
+  EXPECT_NE(drawn["run_factors"][0]["gemm"], drawn["run_factors"][1]["gemm"]);
   // The noise moves the model's step times: the noisy runs' engine time differs from the point.
   EXPECT_NE(summaries[0]["throughput_tok_s"], summaries[1]["throughput_tok_s"]);
 

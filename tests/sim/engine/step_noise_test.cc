@@ -79,6 +79,71 @@ TEST(StepNoise, FactorsAverageOneAndSpreadAsTheProfileSaysOverSeeds) {
   }
 }
 
+// Drift (a run-level factor): over 400 seeded runs of 2,000 steps, each run's mean factor is its
+// run factor within the per-step noise's standard error; the run factors average 1 and spread
+// as drift_rel_stdev says, and one normal moves every drifting term the same way; a step's
+// marginal spread, pooled over the runs, is still the term's cv.
+TEST(StepNoise, DriftIsOneFactorPerRunAndKeepsTheMarginalSpread) {
+  ProfileStepNoise profile = NoiseOf(0.08, 0.12, 0.3);
+  profile.terms[0].drift_rel_stdev = 0.05;  // gemm
+  profile.terms[1].drift_rel_stdev = 0.10;  // decode_attention (and kv_reuse)
+  const std::array<double, kNumStepTerms> cv = StepNoiseCv(profile);
+  const std::array<double, kNumStepTerms> drift = StepNoiseDrift(profile);
+  EXPECT_EQ(drift[kGemm], 0.05);
+  EXPECT_EQ(drift[kReuse], 0.10);
+  EXPECT_EQ(drift[kOverhead], 0.0);
+  constexpr int kRuns = 400;
+  constexpr int kSteps = 2000;
+  std::array<double, kNumStepTerms> run_sum{}, run_squares{}, all_sum{}, all_squares{};
+  for (uint64_t seed = 1; seed <= kRuns; ++seed) {
+    StepNoise noise(cv, seed, drift);
+    const std::array<double, kNumStepTerms> run = noise.run_factors();
+    EXPECT_EQ(run[kOverhead], 1.0);
+    // The same z for every drifting term: log g_t / s_t + s_t / 2 is that z.
+    const auto z_of = [&](size_t t) {
+      const double s = std::sqrt(std::log1p(drift[t] * drift[t]));
+      return std::log(run[t]) / s + s / 2;
+    };
+    EXPECT_NEAR(z_of(kGemm), z_of(kDecode), 1e-9);
+    std::array<double, kNumStepTerms> sum{};
+    for (int i = 0; i < kSteps; ++i) {
+      const std::array<double, kNumStepTerms> f = noise.NextFactors();
+      for (size_t t = 0; t < kNumStepTerms; ++t) {
+        sum[t] += f[t];
+        all_sum[t] += f[t];
+        all_squares[t] += f[t] * f[t];
+      }
+    }
+    for (const size_t t : {kGemm, kDecode, kOverhead}) {
+      // Per-step part: stdev ≤ cv; 5 standard errors of a 2,000-step mean.
+      EXPECT_NEAR(sum[t] / kSteps / run[t], 1.0, 5 * cv[t] / std::sqrt(kSteps)) << t;
+      run_sum[t] += run[t];
+      run_squares[t] += run[t] * run[t];
+    }
+  }
+  for (const size_t t : {kGemm, kDecode}) {
+    const double mean = run_sum[t] / kRuns;
+    const double stdev = std::sqrt(run_squares[t] / kRuns - mean * mean);
+    EXPECT_NEAR(mean, 1.0, 5 * drift[t] / std::sqrt(kRuns)) << t;
+    EXPECT_NEAR(stdev / drift[t], 1.0, 0.15) << t;  // 400 runs: ~3.5 % standard error
+    // Marginal: var f = (1 + d²)(1 + step variance) − 1 = cv².
+    const double n = double{kRuns} * kSteps;
+    const double all_mean = all_sum[t] / n;
+    EXPECT_NEAR(all_squares[t] / n - all_mean * all_mean, cv[t] * cv[t], 0.15 * cv[t] * cv[t]) << t;
+  }
+}
+
+// A profile without drift draws exactly what it drew before drift existed (the default argument
+// and an all-zero drift are the same), so earlier validations reproduce.
+TEST(StepNoise, ZeroDriftDrawsTheFactorsOfAProfileWithoutIt) {
+  const std::array<double, kNumStepTerms> cv = StepNoiseCv(NoiseOf(0.05, 0.1, 0.2));
+  StepNoise plain(cv, 11), zero(cv, 11, std::array<double, kNumStepTerms>{});
+  for (int i = 0; i < 50; ++i) EXPECT_EQ(plain.NextFactors(), zero.NextFactors());
+  std::array<double, kNumStepTerms> ones{};
+  ones.fill(1.0);
+  EXPECT_EQ(plain.run_factors(), ones);
+}
+
 TEST(StepNoise, SameSeedSameFactorsOtherSeedOtherFactors) {
   const std::array<double, kNumStepTerms> cv = StepNoiseCv(NoiseOf(0.05, 0.1, 0.2));
   StepNoise a(cv, 7), b(cv, 7), c(cv, 8);

@@ -314,7 +314,7 @@ DeviceProfile SmallWrittenProfile() {
   noise.note = "repetitions of 3 steps";
   noise.steps = 3;
   noise.repetitions = 5;
-  noise.terms = {{"decode_attention", 0.031, 0.25, -0.04, 0.05, 15},
+  noise.terms = {{"decode_attention", 0.031, 0.25, -0.04, 0.05, 15, 0.0125},
                  {"overhead", 1.0 / 3, 3.5, -0.5, 2.5, 15}};
   p.step_noise = noise;
   return p;
@@ -478,6 +478,7 @@ TEST(DeviceProfileWriter, StepNoiseErrorsNameLineAndKey) {
   text = Replaced(text, "      p95: 0.05\n", "      p95: -0.2\n");
   text = Replaced(text, "      rel_stdev: 0.33", "      rel_stdev: -0.33");
   text = Replaced(text, "  repetitions: 5\n", "  repetitions: 0\n");
+  text = Replaced(text, "drift_rel_stdev: 0.0125", "drift_rel_stdev: -0.0125");
   const auto problems = ProblemsOf([&] { (void)ParseDeviceProfile(text, "n.yaml"); });
   const std::string all = Render(problems);
   EXPECT_TRUE(Has(problems, LineOfText(text, "source: guessed"), "step_noise.source", "guessed"))
@@ -494,7 +495,15 @@ TEST(DeviceProfileWriter, StepNoiseErrorsNameLineAndKey) {
   EXPECT_TRUE(Has(problems, LineOfText(text, "repetitions: 0"), "step_noise.repetitions",
                   "out of range"))
       << all;
-  EXPECT_EQ(problems.size(), 5u) << all;
+  EXPECT_TRUE(Has(problems, LineOfText(text, "drift_rel_stdev: -0.0125"),
+                  "step_noise.terms.decode_attention.drift_rel_stdev", "out of range"))
+      << all;
+  EXPECT_EQ(problems.size(), 6u) << all;
+
+  // drift_rel_stdev is optional: a profile written before it reads as 0 (no run-level factor).
+  const std::string without =
+      Replaced(DeviceProfileToYaml(SmallWrittenProfile()), "      drift_rel_stdev: 0.0125\n", "");
+  EXPECT_EQ(ParseDeviceProfile(without, "n.yaml").step_noise->terms[0].drift_rel_stdev, 0.0);
 
   DeviceProfile empty_terms = SmallWrittenProfile();
   empty_terms.step_noise->terms.clear();
