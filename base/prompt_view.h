@@ -23,7 +23,8 @@
 // A plain contiguous sequence converts implicitly (head = all of it, tail empty), so code and
 // tests holding a std::span or a std::vector pass it where a view is expected.
 //
-// Complexity: size, operator[], head, tail O(1); CopyTo and ForEachPiece O(size).
+// Complexity: size, operator[], head, tail O(1); CopyTo and ForEachPiece O(size);
+// ForEachChunkRun O(1) besides its callbacks (at most three calls).
 #pragma once
 
 #include <algorithm>
@@ -84,6 +85,38 @@ class TwoPieceView {
     if (!head_.empty()) fn(head_);
     if (!tail_.empty()) fn(tail_);
   }
+  // Splits chunks [first, last) of `chunk` elements each (the view's last chunk may be shorter;
+  // last <= the chunk count) by where they lie, in chunk order: run(std::span<const T> elements,
+  // uint32_t chunks) for each run of chunks wholly inside one piece (at most one in the head,
+  // one in the tail), seam(TwoPieceView chunk_view) for the one chunk that crosses from head to
+  // tail, if the seam falls inside a chunk. A hasher reads the runs at full speed and the seam
+  // chunk by a slower path (a copy, a two-piece loop). chunk >= 1.
+  template <typename Run, typename Seam>
+  void ForEachChunkRun(uint32_t chunk, uint32_t first, uint32_t last, Run&& run,
+                       Seam&& seam) const {
+    if (first >= last) return;
+    const size_t h = head_.size();
+    uint32_t c = first;
+    const auto head_end =
+        static_cast<uint32_t>(std::min<size_t>(last, contiguous() ? last : h / chunk));
+    if (c < head_end) {
+      const size_t begin = size_t{c} * chunk;
+      const size_t end = std::min(size(), size_t{head_end} * chunk);
+      run(head_.subspan(begin, end - begin), head_end - c);
+      c = head_end;
+    }
+    if (c < last && size_t{c} * chunk < h) {
+      const size_t begin = size_t{c} * chunk;
+      seam(subview(begin, std::min<size_t>(chunk, size() - begin)));
+      ++c;
+    }
+    if (c < last) {
+      const size_t begin = size_t{c} * chunk - h;
+      const size_t end = std::min(size(), size_t{last} * chunk) - h;
+      run(tail_.subspan(begin, end - begin), last - c);
+    }
+  }
+
   // Writes the elements to out[0, size()).
   T* CopyTo(T* out) const {
     out = std::copy(head_.begin(), head_.end(), out);

@@ -426,36 +426,15 @@ void StripedChunks(StripedState& st, PromptView tokens, uint32_t chunk_tokens, u
   PrefixHash* dst = out.data() + base;
 #if defined(__SSE2__)
   if (!scalar) {
-    const size_t head = tokens.head().size();
-    uint32_t c = first;
-    // Chunks wholly inside the head (all of them when the view is contiguous).
-    const auto head_end = static_cast<uint32_t>(
-        std::min<size_t>(last, tokens.contiguous() ? last : head / chunk_tokens));
-    if (c < head_end) {
-      const size_t begin = size_t{c} * chunk_tokens;
-      const size_t end = std::min<size_t>(tokens.size(), size_t{head_end} * chunk_tokens);
-      StripedRun(path, st, reinterpret_cast<const unsigned char*>(tokens.head().data() + begin),
-                 (end - begin) * sizeof(Token), size_t{chunk_tokens} * sizeof(Token), head_end - c,
-                 dst);
-      dst += head_end - c;
-      c = head_end;
-    }
-    // The chunk across the seam, if the seam is inside one.
-    if (c < last && size_t{c} * chunk_tokens < head) {
-      const size_t begin = size_t{c} * chunk_tokens;
-      const size_t len = std::min<size_t>(chunk_tokens, tokens.size() - begin);
-      const PromptView chunk = tokens.subview(begin, len);
-      *dst++ = StripedChunk(st, chunk.head(), chunk.tail(), false);
-      ++c;
-    }
-    // Chunks wholly inside the tail.
-    if (c < last) {
-      const size_t begin = size_t{c} * chunk_tokens - head;
-      const size_t end = std::min<size_t>(tokens.size(), size_t{last} * chunk_tokens) - head;
-      StripedRun(path, st, reinterpret_cast<const unsigned char*>(tokens.tail().data() + begin),
-                 (end - begin) * sizeof(Token), size_t{chunk_tokens} * sizeof(Token), last - c,
-                 dst);
-    }
+    const size_t chunk_bytes = size_t{chunk_tokens} * sizeof(Token);
+    tokens.ForEachChunkRun(
+        chunk_tokens, first, last,
+        [&](std::span<const Token> run, uint32_t chunks) {
+          StripedRun(path, st, reinterpret_cast<const unsigned char*>(run.data()),
+                     run.size_bytes(), chunk_bytes, chunks, dst);
+          dst += chunks;
+        },
+        [&](PromptView chunk) { *dst++ = StripedChunk(st, chunk.head(), chunk.tail(), false); });
     return;
   }
 #endif

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <span>
 
 #include "base/splitmix64.h"
 
@@ -349,38 +350,22 @@ void Chunks(Path path, State& state, PromptView tokens, uint32_t chunk_tokens, u
   out.resize(base + (last - first));
   PrefixHash* dst = out.data() + base;
   const size_t chunk_bytes = size_t{chunk_tokens} * sizeof(Token);
-  const size_t head = tokens.head().size();
-  uint32_t c = first;
-  // Chunks wholly inside the head (all of them when the view is contiguous).
-  const auto head_end = static_cast<uint32_t>(
-      std::min<size_t>(last, tokens.contiguous() ? last : head / chunk_tokens));
-  if (c < head_end) {
-    const size_t begin = size_t{c} * chunk_tokens;
-    const size_t end = std::min<size_t>(tokens.size(), size_t{head_end} * chunk_tokens);
-    Run(path, state, reinterpret_cast<const unsigned char*>(tokens.head().data() + begin),
-        (end - begin) * sizeof(Token), chunk_bytes, head_end - c, dst);
-    dst += head_end - c;
-    c = head_end;
-  }
-  // The chunk across the seam, if the seam is inside one: hashed from a copy (thread-local
-  // scratch, allocation-free once warm).
-  if (c < last && size_t{c} * chunk_tokens < head) {
-    thread_local std::vector<Token> straddle;
-    const size_t begin = size_t{c} * chunk_tokens;
-    const size_t len = std::min<size_t>(chunk_tokens, tokens.size() - begin);
-    straddle.resize(len);
-    tokens.subview(begin, len).CopyTo(straddle.data());
-    Run(path, state, reinterpret_cast<const unsigned char*>(straddle.data()), len * sizeof(Token),
-        chunk_bytes, 1, dst++);
-    ++c;
-  }
-  // Chunks wholly inside the tail.
-  if (c < last) {
-    const size_t begin = size_t{c} * chunk_tokens - head;
-    const size_t end = std::min<size_t>(tokens.size(), size_t{last} * chunk_tokens) - head;
-    Run(path, state, reinterpret_cast<const unsigned char*>(tokens.tail().data() + begin),
-        (end - begin) * sizeof(Token), chunk_bytes, last - c, dst);
-  }
+  tokens.ForEachChunkRun(
+      chunk_tokens, first, last,
+      [&](std::span<const Token> run, uint32_t chunks) {
+        Run(path, state, reinterpret_cast<const unsigned char*>(run.data()), run.size_bytes(),
+            chunk_bytes, chunks, dst);
+        dst += chunks;
+      },
+      // The chunk across the seam is hashed from a copy (thread-local scratch, allocation-free
+      // once warm).
+      [&](PromptView chunk) {
+        thread_local std::vector<Token> straddle;
+        straddle.resize(chunk.size());
+        chunk.CopyTo(straddle.data());
+        Run(path, state, reinterpret_cast<const unsigned char*>(straddle.data()),
+            straddle.size() * sizeof(Token), chunk_bytes, 1, dst++);
+      });
 }
 
 }  // namespace feather::aes_prefix_hash
