@@ -315,6 +315,25 @@ TEST(ValidateCommandTest, OneRunKeepsTheMeasuredDirectoryNameAndProbesTheHostAro
     }
   }
   EXPECT_FALSE(host["profile"]["dense_flops_per_s"].is_null());  // every CPU profile has one
+  // The step probe: three grid steps on the real engine against the profile's price of them,
+  // for the total and the gemm term, with their ranges. The measured time is real (and the tiny
+  // model is far from the cpu-small steps the profile was fitted to), so only a positive, finite
+  // ratio is checked.
+  ASSERT_EQ(host["step_probe_grid"].size(), 3u) << host;
+  for (const char* field : {"step_ratio", "step_gemm_ratio"}) {
+    SCOPED_TRACE(field);
+    double low = 1e300, high = 0;
+    for (const nlohmann::json& p : probes) {
+      const double ratio = p[field].get<double>();
+      EXPECT_GT(ratio, 0.0);
+      EXPECT_LT(ratio, 1000.0);
+      low = std::min(low, ratio);
+      high = std::max(high, ratio);
+    }
+    const nlohmann::json& range = host[std::string(field) + "_range"];
+    EXPECT_DOUBLE_EQ(range[0].get<double>(), low);
+    EXPECT_DOUBLE_EQ(range[1].get<double>(), high);
+  }
   // The committed profile records no probe settings: read as a full calibration's.
   EXPECT_EQ(host["settings"], "full");
   fs::remove_all(out);
