@@ -110,5 +110,20 @@ BENCHMARK(BM_GemmThenOpenMpStep)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
+// Token-count scan (issue 20 item 3): the fused gate + up product of the engine's model at every
+// m from 24 to 72, Eigen, two threads. The serving loop runs the GEMMs at whatever token count a
+// step has; calibration samples a grid. Compare a multiple of 8 with its neighbours (e.g. m 63
+// and 64) to see how far the time is from linear in m.
+void TokenScan(benchmark::internal::Benchmark* bench) {
+  bench->ArgNames({"backend", "m", "k", "n", "threads"});
+  for (int64_t m = 24; m <= 72; ++m) bench->Args({0, m, 1024, 5632, 2});
+}
+
+BENCHMARK(BM_Gemm)
+    ->Name("BM_GemmTokenScan")
+    ->Apply(TokenScan)
+    ->UseRealTime()
+    ->Unit(benchmark::kMicrosecond);
+
 }  // namespace
 }  // namespace feather::hw
