@@ -102,7 +102,9 @@ struct ProfileFit {
 // draws one such factor for its whole run and the rest of rel_stdev per step
 // (sim/engine/step_noise.h), so slow drift of the machine — a shared VM's DRAM bandwidth moved by
 // a third within minutes here — widens the predicted spread of a run's totals, which i.i.d.
-// per-step noise averages away.
+// per-step noise averages away. It reads slightly high: each pass median carries a sampling
+// error of about 1.25 · rel_stdev / √steps (0.008 at 0.1 over 245 steps). Five passes give a
+// rough estimate (its own relative error about 35 %).
 struct ProfileTermNoise {
   std::string term;      // ProfileFitTermNames() (decode_attention includes kv_reuse)
   double rel_stdev = 0;  // >= 0: (p84 − p16) / 2
