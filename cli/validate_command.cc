@@ -173,7 +173,8 @@ std::string CheckProfileHost(const ValidateCommandOptions& options, const std::s
 // The step probe's grid: three points of the quick calibration grid (calib/cpu_calibration.h),
 // decode of 16 and of 64 requests over private contexts of about 1,024 tokens and one 256-token
 // prefill chunk after 1,024 cached tokens: the gemm-bound and the attention-bound ends of the
-// validation scenarios' steps, about 0.3 s a pass with cpu-small on the reference VM.
+// validation scenarios' steps. With cpu-small a probe (a warm-up and 3 timed passes) adds about
+// 2-3 s to the DRAM and GEMM probes on the reference VM (measured 2026-11-25, on a slow hour).
 std::vector<calib::GridPoint> StepProbeGrid() {
   std::vector<calib::GridPoint> picked;
   for (calib::GridPoint& point : calib::CalibrationGrid(true)) {
