@@ -100,12 +100,8 @@ ProfileStepNoise StepNoiseOf(std::span<const StepMeasurement> measurements, std:
       return static_cast<double>(timing.term(StepTerm::kDecodeAttention) +
                                  timing.term(StepTerm::kKvReuse));
     }
-    for (size_t t = 0; t < kNumStepTerms; ++t) {
-      if (StepTermName(static_cast<StepTerm>(t)) == name) {
-        return static_cast<double>(timing.term_ns[t]);
-      }
-    }
-    return 0.0;
+    const std::optional<StepTerm> term = StepTermFromName(name);
+    return term ? static_cast<double>(timing.term(*term)) : 0.0;
   };
   std::vector<double> ratios;
   // by_pass[k]: the ratios of timed pass k (repetition k of every step: MeasureSteps keeps them

@@ -16,4 +16,11 @@ std::string_view StepTermName(StepTerm term) {
   return "unknown";
 }
 
+std::optional<StepTerm> StepTermFromName(std::string_view name) {
+  for (size_t t = 0; t < kNumStepTerms; ++t) {
+    if (StepTermName(static_cast<StepTerm>(t)) == name) return static_cast<StepTerm>(t);
+  }
+  return std::nullopt;
+}
+
 }  // namespace feather

@@ -60,6 +60,8 @@ inline constexpr size_t kNumStepTerms = static_cast<size_t>(StepTerm::kCount);
 
 // Stable snake_case names, used as HDF5 dataset and JSON field names.
 [[nodiscard]] std::string_view StepTermName(StepTerm term);
+// The term StepTermName names `name`; nullopt for any other text.
+[[nodiscard]] std::optional<StepTerm> StepTermFromName(std::string_view name);
 
 struct StepTiming {
   int64_t total_ns = 0;  // what the step cost in simulated (or measured) time

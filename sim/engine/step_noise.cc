@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
+#include <optional>
 
 namespace feather {
 
@@ -13,8 +14,8 @@ std::array<double, kNumStepTerms> PerTerm(const ProfileStepNoise& noise,
                                           double ProfileTermNoise::*field) {
   std::array<double, kNumStepTerms> values{};
   for (const ProfileTermNoise& term : noise.terms) {
-    for (size_t t = 0; t < kNumStepTerms; ++t) {
-      if (StepTermName(static_cast<StepTerm>(t)) == term.term) values[t] = term.*field;
+    if (const std::optional<StepTerm> t = StepTermFromName(term.term)) {
+      values[static_cast<size_t>(*t)] = term.*field;
     }
   }
   // A real engine cannot time kv_reuse apart from decode attention (ProfileFitTermNames).

@@ -7,6 +7,7 @@
 
 #include <array>
 #include <cmath>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -34,6 +35,18 @@ ProfileStepNoise NoiseOf(double gemm, double decode, double overhead) {
                  {"decode_attention", decode, -0.1, 0.1, 1},
                  {"overhead", overhead, -0.1, 0.1, 1}};
   return noise;
+}
+
+// StepTermFromName inverts StepTermName for every term and rejects other text (StepNoiseCv,
+// StepNoiseDrift and calibration's step_noise map profile term names through it).
+TEST(StepTermFromName, InvertsStepTermName) {
+  for (size_t t = 0; t < kNumStepTerms; ++t) {
+    const auto term = static_cast<StepTerm>(t);
+    EXPECT_EQ(StepTermFromName(StepTermName(term)), term) << StepTermName(term);
+  }
+  EXPECT_EQ(StepTermFromName("unknown"), std::nullopt);
+  EXPECT_EQ(StepTermFromName("Gemm"), std::nullopt);
+  EXPECT_EQ(StepTermFromName(""), std::nullopt);
 }
 
 TEST(StepNoiseCv, MapsTermsAndGivesKvReuseTheDecodeSpread) {
