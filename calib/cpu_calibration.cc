@@ -191,6 +191,14 @@ std::string AttentionIsaName() {
   return isa == AttentionIsa::kAvx2 ? "avx2+fma" : hw::attention_internal::AttentionIsaName(isa);
 }
 
+uint64_t LargestStepBlocks(std::span<const GridPoint> grid) {
+  uint64_t blocks = 0;
+  for (const GridPoint& point : grid) {
+    blocks = std::max(blocks, hw::MakeSyntheticBatch(point.spec).pool_blocks);
+  }
+  return blocks;
+}
+
 std::vector<StepMeasurement> MeasureCpuGrid(std::vector<GridPoint>& grid,
                                             const ModelConfig& model, uint64_t pool_blocks,
                                             int threads, hw::GemmBackend backend,

@@ -19,13 +19,14 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "calib/harness.h"
 #include "hw/gemm.h"
 #include "hw/host_info.h"
 #include "hw/probes.h"
-#include "calib/harness.h"
 #include "hw/synthetic_batch.h"
 #include "sim/engine/device_profile.h"
 #include "sim/engine/model_config.h"
@@ -57,6 +58,10 @@ struct Probes {
 // The attention kernels' tile step in use ("avx512", "avx2+fma" or "scalar"); the calibrated
 // profile records it in measured_on.kernel_variant.
 [[nodiscard]] std::string AttentionIsaName();
+
+// The blocks of the largest grid point's step (each point built once to count them): the least
+// pool MeasureCpuGrid can run the grid in. O(the grid's blocks).
+[[nodiscard]] uint64_t LargestStepBlocks(std::span<const GridPoint> grid);
 
 // Measures every grid point (its spec's pool_blocks set to `pool_blocks`) on CPU engines of
 // `model` with `threads` threads, `repetitions` timed passes; after_step / after_pass as in

@@ -89,10 +89,7 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
 
   std::vector<calib::GridPoint> grid = calib::CalibrationGrid(options.quick);
   // Build every step first: the pool must hold the largest one, and ids scatter over it.
-  uint64_t pool_blocks = 0;
-  for (calib::GridPoint& point : grid) {
-    pool_blocks = std::max(pool_blocks, hw::MakeSyntheticBatch(point.spec).pool_blocks);
-  }
+  uint64_t pool_blocks = calib::LargestStepBlocks(grid);
   pool_blocks += pool_blocks / 8;
   const int repetitions = options.quick ? 3 : 5;
   const auto progress = [&](int pass) {
@@ -395,10 +392,7 @@ int CalibrateCuda(const CalibrateCommandOptions& options, std::ostream& out) {
   out << "  copy " << probes.copy.best << " GB/s, read " << probes.read.best << " GB/s, bf16 GEMM "
       << probes.flops.best << " TFLOP/s\n";
   std::vector<calib::GridPoint> grid = calib::CalibrationGrid(options.quick);
-  uint64_t pool_blocks = 0;
-  for (calib::GridPoint& point : grid) {
-    pool_blocks = std::max(pool_blocks, hw::MakeSyntheticBatch(point.spec).pool_blocks);
-  }
+  uint64_t pool_blocks = calib::LargestStepBlocks(grid);
   pool_blocks += pool_blocks / 8;
   const int repetitions = options.quick ? 3 : 5;
   const auto progress = [&](int pass) {

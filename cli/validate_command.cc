@@ -192,7 +192,7 @@ class HostProbes {
  public:
   HostProbes(const ValidateCommandOptions& options, const DeviceProfile& profile,
              const ModelConfig& model)
-      : profile_copy_(profile), model_(model) {
+      : model_(model), pricer_(profile, model) {
     if (!options.host_probes) {
       skipped_ = "off (--no-host-probes)";
       return;
@@ -210,6 +210,8 @@ class HostProbes {
       if (profile.dense_flops_per_s > 0) profile_gemm_ = profile.dense_flops_per_s;
       quick_ = profile.measured_on->probes == "quick";
     }
+    step_grid_ = StepProbeGrid();
+    step_pool_blocks_ = calib::LargestStepBlocks(step_grid_);
   }
 
   // Probes the host now; `at` says when ("before measured-1", "after measured-3").
@@ -259,7 +261,7 @@ class HostProbes {
     out["step_ratio_range"] = Range(&Probe::step_ratio, 1.0);
     out["step_gemm_ratio_range"] = Range(&Probe::step_gemm_ratio, 1.0);
     OrderedJson labels = OrderedJson::array();
-    for (const calib::GridPoint& point : StepProbeGrid()) labels.push_back(point.label);
+    for (const calib::GridPoint& point : step_grid_) labels.push_back(point.label);
     out["step_probe_grid"] = labels;
     return out;
   }
@@ -280,17 +282,12 @@ class HostProbes {
   // divides the measured step time (total, and the gemm term alone) by the profile's price of
   // the same shapes: > 1 means the engine runs slower now than the profile says.
   void TakeStepProbe(Probe& probe) {
-    std::vector<calib::GridPoint> grid = StepProbeGrid();
-    uint64_t pool_blocks = 0;
-    for (const calib::GridPoint& point : grid) {
-      pool_blocks = std::max(pool_blocks, hw::MakeSyntheticBatch(point.spec).pool_blocks);
-    }
-    const std::vector<calib::StepMeasurement> steps = calib::MeasureCpuGrid(
-        grid, model_, pool_blocks, threads_, hw::DefaultGemmBackend(), 3, ThrowIfInterrupted, {});
-    const StepPricer pricer(profile_copy_, model_);
+    const std::vector<calib::StepMeasurement> steps =
+        calib::MeasureCpuGrid(step_grid_, model_, step_pool_blocks_, threads_,
+                              hw::DefaultGemmBackend(), 3, ThrowIfInterrupted, {});
     double measured = 0, priced = 0, measured_gemm = 0, priced_gemm = 0;
     for (const calib::StepMeasurement& step : steps) {
-      const StepTiming price = pricer.Price(step.row.shape);
+      const StepTiming price = pricer_.Price(step.row.shape);
       measured += static_cast<double>(step.row.measured.total_ns);
       priced += static_cast<double>(price.total_ns);
       measured_gemm += static_cast<double>(step.row.measured.term(StepTerm::kGemm));
@@ -321,8 +318,12 @@ class HostProbes {
   bool quick_ = false;  // the profile's probes were calibrate --quick's
   std::optional<double> profile_read_bw_;
   std::optional<double> profile_gemm_;
-  DeviceProfile profile_copy_;  // prices the step probe
-  ModelConfig model_;           // the scenario's model, which the step probe runs
+  // The step probe: the scenario's model, the profile's prices, StepProbeGrid and the pool its
+  // largest step needs (set when probes are taken).
+  ModelConfig model_;
+  StepPricer pricer_;
+  std::vector<calib::GridPoint> step_grid_;
+  uint64_t step_pool_blocks_ = 0;
   std::vector<Probe> probes_;
 };
 
@@ -400,10 +401,8 @@ OrderedJson NoiseReport(const ProfileStepNoise& noise, std::span<const RunSummar
     const StepNoise draw(cv, k + 1, drift);
     OrderedJson factors;
     for (const ProfileTermNoise& term : noise.terms) {
-      for (size_t t = 0; t < kNumStepTerms; ++t) {
-        if (StepTermName(static_cast<StepTerm>(t)) == term.term) {
-          factors[term.term] = draw.run_factors()[t];
-        }
+      if (const std::optional<StepTerm> t = StepTermFromName(term.term)) {
+        factors[term.term] = draw.run_factors()[static_cast<size_t>(*t)];
       }
     }
     report["run_factors"].push_back(factors);
@@ -436,7 +435,13 @@ int Validate(const ValidateCommandOptions& options, std::ostream& out) {
   const DeviceProfile profile = ParseDeviceProfile(profile_text.text, profile_text.display_name);
   const std::vector<std::string> measured_names = MeasuredRunNames(options.repeat);
   // The first host probe comes before the host check, which reuses its read bandwidth.
-  HostProbes host_probes(options, profile, PrepareRun(probe).model);
+  // The scenario priced by --profile: the step probe's model, and the same-plan rows' pricer.
+  const PreparedRun priced = PrepareRun(LoadScenarioFile(options.scenario_path, [&] {
+    std::vector<std::string> o = options.overrides;
+    o.push_back("profile=" + options.profile_path);
+    return o;
+  }()));
+  HostProbes host_probes(options, profile, priced.model);
   host_probes.Take("before " + measured_names.front());
   const std::string host_check = CheckProfileHost(options, profile_text.display_name, profile,
                                                   host_probes.FirstReadBandwidth());
@@ -487,17 +492,9 @@ int Validate(const ValidateCommandOptions& options, std::ostream& out) {
   if (!noisy_names.empty()) validation["predicted_noise"] = NoiseReport(*profile.step_noise, noisy);
   validation["provenance"] = ToJson(ReadHostInfo());
   ThrowIfInterrupted();
-  {
-    const Scenario scenario = LoadScenarioFile(options.scenario_path, [&] {
-      std::vector<std::string> o = options.overrides;
-      o.push_back("profile=" + options.profile_path);
-      return o;
-    }());
-    const PreparedRun prepared = PrepareRun(scenario);
-    WriteFileAtomically(fs::path(dir) / "same-plan-rows.csv",
-                        calib::RowsToCsv(same_plans.labels, same_plans.rows,
-                                         StepPricer(prepared.profile, prepared.model), 0));
-  }
+  WriteFileAtomically(fs::path(dir) / "same-plan-rows.csv",
+                      calib::RowsToCsv(same_plans.labels, same_plans.rows,
+                                       StepPricer(priced.profile, priced.model), 0));
   WriteFileAtomically(fs::path(dir) / "validation.json", validation.dump(2) + "\n");
   if (options.json) {
     out << validation.dump(2) << '\n';
