@@ -38,12 +38,14 @@ struct TileArgs {
   const void* k;   // rows [tokens][head_dim] of the pool's dtype, contiguous
   const void* v;
   const int32_t* limit;  // null, or [kLanes]: lane j sees rows [0, limit[j]) of this tile
-  // Tiles further along the walk: next at least 4 KiB ahead, after as far again (null: past the
+  // Tiles further along the walk: next at least 16 KiB ahead, after as far again (null: past the
   // range, or already fetched by an earlier batch on this tile). While it scores, the step
   // prefetches this tile's V and next_k; while it accumulates, next_v and after_k; each at the
   // pace of its own reads. The memory system then serves three or four streams at once, where a
   // K-then-V walk over scattered blocks gives it one (measured on the Zen 3 VM: ~1.5× the
-  // bandwidth of the plain walk).
+  // bandwidth of the plain walk). The prefetches go to L2 (PREFETCHT1): on Zen 4, prefetches
+  // into L1 hold its few miss buffers and left decode at ~50 % of the read probe; into L2, with
+  // 16 KiB of lookahead, fp32 decode reached 75-90 % (hw/README.md).
   const void* next_k;
   const void* next_v;
   const void* after_k;
@@ -83,7 +85,10 @@ struct TileKernels {
 // SetTileKernelsForTesting.
 [[nodiscard]] const TileKernels& Avx2EmulatedBf16DotTileKernels();
 
-// The tile steps, in order of preference. kAuto: the last one the CPU supports.
+// The tile steps. kAuto: the widest of scalar, avx2 and avx512 the CPU supports. kAvx512Bf16 is
+// never chosen automatically: with q split into three bf16 terms (fp32-exact scores) its bf16
+// decode ran at 0.83-0.86x of the avx512 step's in cache on Zen 4 (hw/README.md), so it is
+// reached only by forcing it, to compare on another CPU.
 enum class AttentionIsa : uint8_t { kAuto, kScalar, kAvx2, kAvx512, kAvx512Bf16 };
 // "auto", "scalar", "avx2", "avx512", "avx512bf16": the name in benchmark labels, profiles and the
 // variable.
