@@ -22,10 +22,14 @@
 //   build-kernels/tests/attention_kernels_benchmark --benchmark_repetitions=3
 //     --benchmark_report_aggregates_only=true
 //     --benchmark_filter='ReadBandwidth/threads:2|PagedDecode/.*/shared:0/threads:2'
-// Every kernel benchmark's label says the tile step it ran (isa=avx512bf16|avx512|avx2|scalar,
-// the widest the CPU supports unless FEATHER_ATTENTION_ISA=... forces one, e.g. to compare the
-// AVX-512 BF16 and the AVX-512 step on one machine). OpenMP is private to feather_hw, so the
-// bandwidth loop here uses std::thread.
+// Every kernel benchmark's label says the tile step it ran (isa=avx512bf16|avx512|avx2|scalar),
+// and its last argument picks it: isa:0 the automatic choice (or FEATHER_ATTENTION_ISA's), isa:1-4
+// force scalar, avx2, avx512, avx512bf16 (registered for the headline shapes only). Every
+// path side by side with the probe, repetitions interleaved so the machine's drift reaches all:
+//   attention_kernels_benchmark --benchmark_repetitions=5 --benchmark_enable_random_interleaving
+//     --benchmark_report_aggregates_only=true
+//     --benchmark_filter='ReadBandwidth/threads:2/streams:1|PagedDecode/.*/shared:0/threads:2/isa'
+// OpenMP is private to feather_hw, so the bandwidth loop here uses std::thread.
 #include <benchmark/benchmark.h>
 #include <sys/mman.h>
 
@@ -57,6 +61,35 @@ constexpr float kVerifyTolerance = 1e-4f;
 std::string IsaName() {
   return attention_internal::AttentionIsaName(attention_internal::ActiveAttentionIsa());
 }
+
+// The kernel benchmarks' last argument, "isa": 0 runs the automatic choice (or the variable's),
+// 1-4 force scalar, avx2, avx512 or avx512bf16 for that benchmark only, so that one run can put
+// every path the CPU has side by side (with --benchmark_enable_random_interleaving their
+// repetitions alternate, and a drifting machine reaches them alike). A path the CPU lacks is
+// reported as skipped, naming the missing feature.
+class ScopedIsa {
+ public:
+  ScopedIsa(benchmark::State& state, int isa_arg) {
+    const auto isa = static_cast<attention_internal::AttentionIsa>(state.range(isa_arg));
+    if (isa == attention_internal::AttentionIsa::kAuto) return;
+    forced_ = attention_internal::SetAttentionIsaForTesting(isa);
+    if (!forced_) {
+      state.SkipWithError(
+          (std::string("skipped: this CPU lacks ") + attention_internal::MissingFeature(isa))
+              .c_str());
+    }
+  }
+  ~ScopedIsa() {
+    if (forced_) {
+      (void)attention_internal::SetAttentionIsaForTesting(attention_internal::AttentionIsa::kAuto);
+    }
+  }
+  ScopedIsa(const ScopedIsa&) = delete;
+  ScopedIsa& operator=(const ScopedIsa&) = delete;
+
+ private:
+  bool forced_ = false;
+};
 
 struct FreeDeleter {
   void operator()(char* p) const { std::free(p); }
@@ -323,6 +356,8 @@ void ReportDecode(benchmark::State& state, size_t read_bytes, size_t logical_byt
 // Args: dtype (0 fp32, 1 bf16), shared (0: 256 × 4096 own tokens; 1: 8 groups of 32 sharing a
 // 3584-token prefix, 512 own tokens each), threads. Plain paged decode over the whole batch.
 void BM_PagedDecode(benchmark::State& state) {
+  const ScopedIsa isa(state, 3);
+  if (state.error_occurred()) return;
   const auto dtype = static_cast<KvDtype>(state.range(0));
   const bool shared = state.range(1) != 0;
   const DecodeShape shape =
@@ -344,14 +379,17 @@ void BM_PagedDecode(benchmark::State& state) {
   state.SetLabel("verify=ok isa=" + IsaName());
 }
 BENCHMARK(BM_PagedDecode)
-    ->ArgNames({"bf16", "shared", "threads"})
-    ->ArgsProduct({{0, 1}, {0, 1}, {1, 2}})
+    ->ArgNames({"bf16", "shared", "threads", "isa"})
+    ->ArgsProduct({{0, 1}, {0, 1}, {1, 2}, {0}})
+    ->ArgsProduct({{0, 1}, {0}, {1, 2}, {1, 2, 3, 4}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
 // Cascade decode over the shared-prefix batch of BM_PagedDecode: one prefix pass per group, the
 // suffixes by paged decode, the merge. Args: dtype, threads.
 void BM_CascadeDecode(benchmark::State& state) {
+  const ScopedIsa isa(state, 2);
+  if (state.error_occurred()) return;
   const auto dtype = static_cast<KvDtype>(state.range(0));
   DecodeSetup& setup = CachedDecodeSetup(DecodeShape{dtype, 256, 8, 3584, 512});
   CascadeDecodeParams p{DecodeParamsOf(setup, static_cast<int>(state.range(1))),
@@ -376,8 +414,9 @@ void BM_CascadeDecode(benchmark::State& state) {
   state.SetLabel("verify=ok isa=" + IsaName());
 }
 BENCHMARK(BM_CascadeDecode)
-    ->ArgNames({"bf16", "threads"})
-    ->ArgsProduct({{0, 1}, {1, 2}})
+    ->ArgNames({"bf16", "threads", "isa"})
+    ->ArgsProduct({{0, 1}, {1, 2}, {0}})
+    ->ArgsProduct({{0, 1}, {2}, {2, 3, 4}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
@@ -385,6 +424,8 @@ BENCHMARK(BM_CascadeDecode)
 // thread): the ceiling above which memory, not arithmetic, limits decode. Args: dtype, head_dim,
 // query heads per kv head.
 void BM_DecodeInCache(benchmark::State& state) {
+  const ScopedIsa isa(state, 3);
+  if (state.error_occurred()) return;
   const auto dtype = static_cast<KvDtype>(state.range(0));
   const auto head_dim = static_cast<uint32_t>(state.range(1));
   const auto group = static_cast<uint32_t>(state.range(2));
@@ -417,8 +458,9 @@ void BM_DecodeInCache(benchmark::State& state) {
   state.SetLabel("verify=ok isa=" + IsaName());
 }
 BENCHMARK(BM_DecodeInCache)
-    ->ArgNames({"bf16", "dim", "group"})
-    ->ArgsProduct({{0, 1}, {64, 128}, {1, 4, 8}})
+    ->ArgNames({"bf16", "dim", "group", "isa"})
+    ->ArgsProduct({{0, 1}, {64, 128}, {1, 4, 8}, {0}})
+    ->ArgsProduct({{0, 1}, {64, 128}, {4}, {1, 2, 3, 4}})
     ->Unit(benchmark::kMicrosecond);
 
 // --- Shared-prefix pass ---------------------------------------------------------------------
@@ -427,6 +469,8 @@ BENCHMARK(BM_DecodeInCache)
 // prefix (16 MiB fp32 at head dim 128: in the LLC; the pass is compute-bound once a group has a
 // few queries). Args: dtype, head_dim, queries, threads.
 void BM_SharedPrefixPass(benchmark::State& state) {
+  const ScopedIsa isa(state, 4);
+  if (state.error_occurred()) return;
   const auto dtype = static_cast<KvDtype>(state.range(0));
   const auto head_dim = static_cast<uint32_t>(state.range(1));
   const auto queries = static_cast<uint32_t>(state.range(2));
@@ -475,9 +519,10 @@ void BM_SharedPrefixPass(benchmark::State& state) {
   state.SetLabel("verify=ok isa=" + IsaName());
 }
 BENCHMARK(BM_SharedPrefixPass)
-    ->ArgNames({"bf16", "dim", "queries", "threads"})
-    ->ArgsProduct({{0, 1}, {64, 128}, {1, 8, 32}, {2}})
-    ->Args({0, 128, 32, 1})
+    ->ArgNames({"bf16", "dim", "queries", "threads", "isa"})
+    ->ArgsProduct({{0, 1}, {64, 128}, {1, 8, 32}, {2}, {0}})
+    ->Args({0, 128, 32, 1, 0})
+    ->ArgsProduct({{0, 1}, {128}, {32}, {2}, {2, 3, 4}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
@@ -486,6 +531,8 @@ BENCHMARK(BM_SharedPrefixPass)
 // One request's chunk of 512 new tokens after `context` cached ones, 8 query heads over 2 kv
 // heads, fp32. Items are query tokens; GFLOPs counts the causal QK and PV work.
 void BM_Prefill(benchmark::State& state) {
+  const ScopedIsa isa(state, 3);
+  if (state.error_occurred()) return;
   const auto head_dim = static_cast<uint32_t>(state.range(0));
   const auto context = static_cast<uint32_t>(state.range(1));
   constexpr uint32_t kChunk = 512, kKvHeads = 2, kHeads = 8;
@@ -542,8 +589,9 @@ void BM_Prefill(benchmark::State& state) {
   state.SetLabel("verify=ok isa=" + IsaName());
 }
 BENCHMARK(BM_Prefill)
-    ->ArgNames({"dim", "context", "threads"})
-    ->ArgsProduct({{64, 128}, {0, 1536}, {1, 2}})
+    ->ArgNames({"dim", "context", "threads", "isa"})
+    ->ArgsProduct({{64, 128}, {0, 1536}, {1, 2}, {0}})
+    ->ArgsProduct({{128}, {1536}, {2}, {2, 3, 4}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
