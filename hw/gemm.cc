@@ -1,5 +1,5 @@
 // gemm.cc: backend dispatch of hw/gemm.h, the CBLAS (OpenBLAS) backend, and the run-time CPU
-// check that guards the AVX2 Eigen kernel (gemm_eigen_avx2.cc).
+// checks that pick the Eigen build (gemm_eigen_avx2.cc, gemm_eigen_avx512.cc).
 //
 // OpenBLAS (Debian's pthread build) keeps its own pool of worker threads whose size is process
 // state: we set it to the caller's `num_threads` only when it differs from the last value we set
@@ -17,6 +17,8 @@
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
+#include <cstdio>
+#include <cstdlib>
 
 #include "base/check.h"
 
@@ -25,6 +27,9 @@ namespace internal {
 // Defined in gemm_eigen_avx2.cc (compiled with -mavx2 -mfma): call only when CpuHasAvx2Fma().
 void GemmEigenAvx2(uint32_t m, uint32_t n, uint32_t k, const float* a, const float* b, float* c,
                    int num_threads);
+// Defined in gemm_eigen_avx512.cc: call only when CpuSupports(GemmIsa::kAvx512).
+void GemmEigenAvx512(uint32_t m, uint32_t n, uint32_t k, const float* a, const float* b, float* c,
+                     int num_threads);
 }  // namespace internal
 
 namespace {
@@ -42,6 +47,53 @@ bool CpuHasAvx2Fma() {
 #else
   return false;
 #endif
+}
+
+bool CpuHasAvx512() {
+#if defined(__x86_64__) || defined(__i386__)
+  static const bool kHas = CpuHasAvx2Fma() && __builtin_cpu_supports("avx512f") &&
+                           __builtin_cpu_supports("avx512vl");
+  return kHas;
+#else
+  return false;
+#endif
+}
+
+bool CpuSupports(GemmIsa isa) {
+  switch (isa) {
+    case GemmIsa::kAvx2:
+      return CpuHasAvx2Fma();
+    case GemmIsa::kAvx512:
+      return CpuHasAvx512();
+    case GemmIsa::kAuto:
+      return true;
+  }
+  return false;
+}
+
+std::atomic<GemmIsa> forced_isa{GemmIsa::kAuto};
+
+// FEATHER_GEMM_ISA, read once: kAuto when unset or empty; exits with status 2 on a bad value.
+GemmIsa IsaFromEnvironment() {
+  static const GemmIsa isa = [] {
+    const char* value = std::getenv("FEATHER_GEMM_ISA");
+    if (value == nullptr || *value == '\0') return GemmIsa::kAuto;
+    for (const GemmIsa candidate : {GemmIsa::kAuto, GemmIsa::kAvx2, GemmIsa::kAvx512}) {
+      if (GemmIsaName(candidate) != value) continue;
+      if (!CpuSupports(candidate)) {
+        std::fprintf(stderr,
+                     "error: FEATHER_GEMM_ISA=%s: this CPU lacks it (avx2 needs avx2 and fma, "
+                     "avx512 also avx512f and avx512vl; use auto or a supported one)\n",
+                     value);
+        std::exit(2);
+      }
+      return candidate;
+    }
+    std::fprintf(stderr, "error: FEATHER_GEMM_ISA=%s: unknown (one of auto, avx2, avx512)\n",
+                 value);
+    std::exit(2);
+  }();
+  return isa;
 }
 
 // The thread count last given to OpenBLAS; 0 before the first call.
@@ -81,6 +133,31 @@ std::string_view GemmBackendName(GemmBackend backend) {
   return "unknown";
 }
 
+std::string_view GemmIsaName(GemmIsa isa) {
+  switch (isa) {
+    case GemmIsa::kAuto:
+      return "auto";
+    case GemmIsa::kAvx2:
+      return "avx2";
+    case GemmIsa::kAvx512:
+      return "avx512";
+  }
+  return "unknown";
+}
+
+GemmIsa ActiveGemmIsa() {
+  GemmIsa chosen = forced_isa.load(std::memory_order_relaxed);
+  if (chosen == GemmIsa::kAuto) chosen = IsaFromEnvironment();
+  if (chosen != GemmIsa::kAuto) return chosen;
+  return CpuHasAvx512() ? GemmIsa::kAvx512 : GemmIsa::kAvx2;
+}
+
+bool SetGemmIsaForTesting(GemmIsa isa) {
+  if (!CpuSupports(isa)) return false;
+  forced_isa.store(isa);
+  return true;
+}
+
 GemmBackend DefaultGemmBackend() {
   // Without AVX2 + FMA kEigen would run OpenBLAS anyway; say so in the records.
   return CpuHasAvx2Fma() ? kMeasuredDefault : GemmBackend::kBlas;
@@ -98,10 +175,14 @@ void Gemm(GemmBackend backend, uint32_t m, uint32_t n, uint32_t k, const float* 
   }
   FEATHER_CHECK(a != nullptr && b != nullptr, "Gemm: null A or B with m, n, k > 0");
   // Without AVX2 + FMA the Eigen kernel cannot run; OpenBLAS picks its kernels for the CPU at
-  // load time, so it is the portable fallback (see gemm_eigen_avx2.cc for why there is no
+  // load time, so it is the portable fallback (see gemm_eigen_body.h for why there is no
   // baseline Eigen build beside the AVX2 one). DefaultGemmBackend() then answers kBlas.
   if (backend == GemmBackend::kEigen && CpuHasAvx2Fma()) {
-    internal::GemmEigenAvx2(m, n, k, a, b, c, num_threads);
+    if (ActiveGemmIsa() == GemmIsa::kAvx512) {
+      internal::GemmEigenAvx512(m, n, k, a, b, c, num_threads);
+    } else {
+      internal::GemmEigenAvx2(m, n, k, a, b, c, num_threads);
+    }
   } else {
     GemmBlas(m, n, k, a, b, c, num_threads);
   }

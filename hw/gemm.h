@@ -2,8 +2,9 @@
 //
 // C[m×n] = A[m×k] · B[k×n], all row-major and contiguous: A holds one row per token, B is a
 // weight matrix stored input-major. Two backends, chosen at run time so a microbenchmark can
-// compare them on the same machine: Eigen (compiled here, vectorized for this CPU) and a CBLAS
-// (Debian's OpenBLAS). `num_threads` caps the threads the product may use.
+// compare them on the same machine: Eigen (compiled here, once for AVX2 + FMA and once for
+// AVX-512, the build picked by the CPU's features) and a CBLAS (Debian's OpenBLAS).
+// `num_threads` caps the threads the product may use.
 #pragma once
 
 #include <cstdint>
@@ -17,6 +18,19 @@ enum class GemmBackend : uint8_t { kEigen, kBlas };
 // The backend the engine uses by default: the faster one on this machine (see hw/README.md for
 // the measurement behind the choice).
 [[nodiscard]] GemmBackend DefaultGemmBackend();
+
+// The build of Eigen that kEigen runs: kAvx2 (AVX2 + FMA) or kAvx512 (AVX-512 F + VL). kAuto
+// picks kAvx512 where the CPU has it, else kAvx2 (hw/README.md, "GEMM backend", has the
+// measurement); FEATHER_GEMM_ISA=avx2|avx512, read once at the first product, forces one for a
+// run (an unknown name or one the CPU lacks: a message and exit status 2). Without AVX2 + FMA
+// kEigen runs OpenBLAS, whatever this says.
+enum class GemmIsa : uint8_t { kAuto, kAvx2, kAvx512 };
+[[nodiscard]] std::string_view GemmIsaName(GemmIsa isa);  // "auto" | "avx2" | "avx512"
+[[nodiscard]] GemmIsa ActiveGemmIsa();                    // never kAuto
+// Forces a build for the process (tests, benchmarks); one the CPU lacks is refused (returns
+// false, nothing changes); kAuto returns to the automatic choice. Not thread-safe against
+// running products.
+bool SetGemmIsaForTesting(GemmIsa isa);
 
 void Gemm(GemmBackend backend, uint32_t m, uint32_t n, uint32_t k, const float* a,
           const float* b, float* c, int num_threads);

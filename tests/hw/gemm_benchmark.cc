@@ -7,7 +7,10 @@
 //
 // Run: <build>/tests/gemm_benchmark [--benchmark_filter=...]; the arguments are
 // backend (0 eigen, 1 blas), m, k, n, threads. On a shared machine, run it alone (hw/README.md,
-// "GEMM backend", says how the published figures were taken).
+// "GEMM backend", says how the published figures were taken). BM_GemmEigenIsa puts Eigen's AVX2
+// and AVX-512 builds side by side (isa 1 avx2, 2 avx512; skipped where the CPU lacks one):
+//   gemm_benchmark --benchmark_filter=BM_GemmEigenIsa --benchmark_repetitions=5
+//     --benchmark_enable_random_interleaving --benchmark_report_aggregates_only=true
 #include <benchmark/benchmark.h>
 
 #include <cstdint>
@@ -29,8 +32,7 @@ std::vector<float> RandomMatrix(size_t elements, uint32_t seed) {
   return out;
 }
 
-void BM_Gemm(benchmark::State& state) {
-  const auto backend = static_cast<GemmBackend>(state.range(0));
+void RunGemm(benchmark::State& state, GemmBackend backend) {
   const auto m = static_cast<uint32_t>(state.range(1));
   const auto k = static_cast<uint32_t>(state.range(2));
   const auto n = static_cast<uint32_t>(state.range(3));
@@ -46,7 +48,24 @@ void BM_Gemm(benchmark::State& state) {
   const auto iterations = static_cast<int64_t>(state.iterations());
   state.SetItemsProcessed(iterations * 2 * int64_t{m} * n * k);
   state.SetBytesProcessed(iterations * 4 * (int64_t{m} * k + int64_t{k} * n + int64_t{m} * n));
-  state.SetLabel(std::string(GemmBackendName(backend)));
+  std::string label(GemmBackendName(backend));
+  if (backend == GemmBackend::kEigen) label += " isa=" + std::string(GemmIsaName(ActiveGemmIsa()));
+  state.SetLabel(label);
+}
+
+void BM_Gemm(benchmark::State& state) { RunGemm(state, static_cast<GemmBackend>(state.range(0))); }
+
+// Eigen with its build forced: args isa (1 avx2, 2 avx512), m, k, n, threads.
+void BM_GemmEigenIsa(benchmark::State& state) {
+  const auto isa = static_cast<GemmIsa>(state.range(0));
+  if (!SetGemmIsaForTesting(isa)) {
+    state.SkipWithError(
+        ("skipped: this CPU cannot run Eigen's " + std::string(GemmIsaName(isa)) + " build")
+            .c_str());
+    return;
+  }
+  RunGemm(state, GemmBackend::kEigen);
+  (void)SetGemmIsaForTesting(GemmIsa::kAuto);
 }
 
 // (k, n) of the engine's linear layers.
@@ -70,6 +89,17 @@ void EngineShapes(benchmark::internal::Benchmark* bench) {
 }
 
 BENCHMARK(BM_Gemm)->Apply(EngineShapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
+
+void EigenIsaShapes(benchmark::internal::Benchmark* bench) {
+  bench->ArgNames({"isa", "m", "k", "n", "threads"});
+  for (const int64_t m : {1, 8, 32, 128, 512}) {
+    for (const auto& kn : kLayerShapes) {
+      for (const int64_t isa : {1, 2}) bench->Args({isa, m, kn[0], kn[1], 2});
+    }
+  }
+}
+
+BENCHMARK(BM_GemmEigenIsa)->Apply(EigenIsaShapes)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 // The engine's rhythm: a GEMM, then a short OpenMP kernel (64 K floats, about an attention step
 // of a small batch), on the same threads. With OpenBLAS two thread pools take turns on the cores

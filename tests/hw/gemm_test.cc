@@ -1,14 +1,18 @@
-// Tests for hw/gemm.h: both backends against a naive triple loop (double accumulation) on odd
-// shapes — single rows, sizes that are not multiples of the SIMD width or of the column blocks —
-// with one and two threads, plus the empty and k = 0 edge cases and the backend names.
+// Tests for hw/gemm.h: both backends, and each Eigen build the CPU can run (AVX2, AVX-512; the
+// others skipped with the feature missing), against a naive triple loop (double accumulation) on
+// odd shapes — single rows, sizes that are not multiples of the SIMD width or of the column
+// blocks — with one and two threads, plus the empty and k = 0 edge cases, the names, the
+// automatic choice and FEATHER_GEMM_ISA.
 #include "hw/gemm.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace feather::hw {
@@ -45,21 +49,55 @@ struct Shape {
 
 struct GemmCase {
   GemmBackend backend;
+  GemmIsa isa;  // kEigen's build; kAuto with kBlas
   Shape shape;
   int threads;
 };
 
 std::string CaseName(const testing::TestParamInfo<GemmCase>& info) {
   const GemmCase& c = info.param;
-  return std::string(GemmBackendName(c.backend)) + "_m" + std::to_string(c.shape.m) + "_n" +
-         std::to_string(c.shape.n) + "_k" + std::to_string(c.shape.k) + "_t" +
-         std::to_string(c.threads);
+  std::string name(GemmBackendName(c.backend));
+  if (c.isa != GemmIsa::kAuto) name += "_" + std::string(GemmIsaName(c.isa));
+  return name + "_m" + std::to_string(c.shape.m) + "_n" + std::to_string(c.shape.n) + "_k" +
+         std::to_string(c.shape.k) + "_t" + std::to_string(c.threads);
+}
+
+// Forces an Eigen build for one test and restores the automatic choice after.
+class ScopedGemmIsa {
+ public:
+  explicit ScopedGemmIsa(GemmIsa isa) : forced_(SetGemmIsaForTesting(isa)) {}
+  ~ScopedGemmIsa() { (void)SetGemmIsaForTesting(GemmIsa::kAuto); }
+  ScopedGemmIsa(const ScopedGemmIsa&) = delete;
+  ScopedGemmIsa& operator=(const ScopedGemmIsa&) = delete;
+  [[nodiscard]] bool forced() const { return forced_; }
+
+ private:
+  bool forced_;
+};
+
+bool CpuHas(const char* feature) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  const std::string f = feature;
+  if (f == "avx2") return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  if (f == "avx512") {
+    return CpuHas("avx2") && __builtin_cpu_supports("avx512f") &&
+           __builtin_cpu_supports("avx512vl");
+  }
+#endif
+  (void)feature;
+  return false;
 }
 
 class GemmVersusNaiveTest : public testing::TestWithParam<GemmCase> {};
 
 TEST_P(GemmVersusNaiveTest, MatchesTripleLoop) {
-  const auto [backend, shape, threads] = GetParam();
+  const auto [backend, isa, shape, threads] = GetParam();
+  const ScopedGemmIsa scoped(isa);
+  if (!scoped.forced()) {
+    GTEST_SKIP() << "this CPU cannot run Eigen's " << GemmIsaName(isa)
+                 << " build (avx2 needs avx2 + fma; avx512 also avx512f + avx512vl)";
+  }
   const auto a = RandomMatrix(static_cast<size_t>(shape.m) * shape.k, 1);
   const auto b = RandomMatrix(static_cast<size_t>(shape.k) * shape.n, 2);
   std::vector<float> c(static_cast<size_t>(shape.m) * shape.n, 12345.0F);  // must be overwritten
@@ -79,9 +117,12 @@ std::vector<GemmCase> AllCases() {
   const Shape shapes[] = {{1, 37, 53},   {3, 101, 29},   {17, 67, 131},
                           {1, 333, 517}, {17, 259, 301}, {129, 200, 97}};
   std::vector<GemmCase> cases;
-  for (const GemmBackend backend : {GemmBackend::kEigen, GemmBackend::kBlas}) {
+  const std::pair<GemmBackend, GemmIsa> builds[] = {{GemmBackend::kEigen, GemmIsa::kAvx2},
+                                                    {GemmBackend::kEigen, GemmIsa::kAvx512},
+                                                    {GemmBackend::kBlas, GemmIsa::kAuto}};
+  for (const auto& [backend, isa] : builds) {
     for (const Shape& shape : shapes) {
-      for (const int threads : {1, 2}) cases.push_back({backend, shape, threads});
+      for (const int threads : {1, 2}) cases.push_back({backend, isa, shape, threads});
     }
   }
   return cases;
@@ -120,6 +161,48 @@ TEST(GemmTest, NamesAndDefault) {
   EXPECT_EQ(GemmBackendName(GemmBackend::kBlas), "blas");
   const GemmBackend chosen = DefaultGemmBackend();
   EXPECT_TRUE(chosen == GemmBackend::kEigen || chosen == GemmBackend::kBlas);
+}
+
+TEST(GemmIsaTest, NamesAutoChoiceAndForcing) {
+  EXPECT_EQ(GemmIsaName(GemmIsa::kAuto), "auto");
+  EXPECT_EQ(GemmIsaName(GemmIsa::kAvx2), "avx2");
+  EXPECT_EQ(GemmIsaName(GemmIsa::kAvx512), "avx512");
+  if (std::getenv("FEATHER_GEMM_ISA") == nullptr) {
+    EXPECT_EQ(ActiveGemmIsa(), CpuHas("avx512") ? GemmIsa::kAvx512 : GemmIsa::kAvx2);
+  }
+  for (const GemmIsa isa : {GemmIsa::kAvx2, GemmIsa::kAvx512}) {
+    const bool supported = CpuHas(GemmIsaName(isa) == "avx2" ? "avx2" : "avx512");
+    const GemmIsa before = ActiveGemmIsa();
+    EXPECT_EQ(SetGemmIsaForTesting(isa), supported) << GemmIsaName(isa);
+    EXPECT_EQ(ActiveGemmIsa(), supported ? isa : before) << GemmIsaName(isa);
+    (void)SetGemmIsaForTesting(GemmIsa::kAuto);
+  }
+}
+
+TEST(GemmIsaDeathTest, EnvironmentVariableForcesABuildAndRejectsBadValues) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  if (CpuHas("avx2")) {
+    EXPECT_EXIT(
+        {
+          setenv("FEATHER_GEMM_ISA", "avx2", 1);
+          std::exit(ActiveGemmIsa() == GemmIsa::kAvx2 ? 3 : 4);
+        },
+        ::testing::ExitedWithCode(3), "");
+  }
+  EXPECT_EXIT(
+      {
+        setenv("FEATHER_GEMM_ISA", "avx9", 1);
+        (void)ActiveGemmIsa();
+      },
+      ::testing::ExitedWithCode(2), "FEATHER_GEMM_ISA=avx9: unknown");
+  if (!CpuHas("avx512")) {
+    EXPECT_EXIT(
+        {
+          setenv("FEATHER_GEMM_ISA", "avx512", 1);
+          (void)ActiveGemmIsa();
+        },
+        ::testing::ExitedWithCode(2), "FEATHER_GEMM_ISA=avx512: this CPU lacks it");
+  }
 }
 
 TEST(GemmDeathTest, ZeroThreadsIsABug) {
