@@ -16,6 +16,7 @@
 
 #include "base/check.h"
 #include "base/splitmix64.h"
+#include "hw/aligned_memory.h"
 #include "hw/cascade_attention.h"
 #include "hw/decode_attention.h"
 #include "hw/prefill_attention.h"
@@ -24,7 +25,6 @@
 namespace feather::hw {
 namespace {
 
-constexpr size_t kAlignBytes = 64;
 constexpr float kRmsEps = 1e-5F;
 constexpr double kRopeTheta = 10000.0;
 // Elementwise loops smaller than this run on the calling thread (an OpenMP fork costs µs).
@@ -61,10 +61,8 @@ class AlignedArray {
   T* Reserve(size_t n) {
     if (n > capacity_) {
       std::free(data_);
-      const size_t bytes =
-          (std::max<size_t>(n, 1) * sizeof(T) + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
-      data_ = static_cast<T*>(std::aligned_alloc(kAlignBytes, bytes));
-      if (data_ == nullptr) throw std::bad_alloc();
+      data_ = nullptr;
+      data_ = static_cast<T*>(AllocateLargeArray(std::max<size_t>(n, 1) * sizeof(T)));
       capacity_ = n;
     }
     return data_;

@@ -6,8 +6,6 @@
 // pages: fewer TLB misses in the timed loops and fewer, cheaper page faults at setup.
 #include "hw/probes.h"
 
-#include <sys/mman.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -16,13 +14,13 @@
 #include <new>
 
 #include "base/cpus.h"
+#include "hw/aligned_memory.h"
 
 namespace feather::hw {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-constexpr size_t kHugePageBytes = size_t{2} << 20;
 // Triad's scalar (STREAM's value).
 constexpr double kTriadScalar = 3.0;
 
@@ -37,12 +35,8 @@ using DoubleArray = std::unique_ptr<double[], FreeDeleter>;
 
 // An uninitialised array of `count` doubles, 2 MiB aligned, advised for huge pages.
 DoubleArray AllocateArray(size_t count) {
-  const size_t bytes = std::max(kHugePageBytes, (count * sizeof(double) + kHugePageBytes - 1) /
-                                                    kHugePageBytes * kHugePageBytes);
-  void* p = std::aligned_alloc(kHugePageBytes, bytes);
-  if (p == nullptr) throw std::bad_alloc();
-  madvise(p, bytes, MADV_HUGEPAGE);  // advice only: ignored where THP is off
-  return DoubleArray(static_cast<double*>(p));
+  return DoubleArray(
+      static_cast<double*>(AllocateLargeArray(std::max(kHugePageBytes, count * sizeof(double)))));
 }
 
 // Fills `x` with `value` using the kernels' schedule (first touch places the pages).
