@@ -255,9 +255,10 @@ inline __m256 Exp2(__m256 x) {
 // recomputing its addresses), which cost ~10 % of the bf16 tile's instructions (callgrind).
 #define FEATHER_TILE_INLINE inline __attribute__((always_inline))
 
-// Prefetches the cache lines of base[begin, end) into L2 (see TileArgs::next_k). Branch-free: a tile with nothing to fetch
-// (TileArgs::next_k null) passes a line it already holds (PrefetchSource), whose prefetch is an
-// L1 hit, instead of a null pointer the loop would test on every row.
+// Prefetches the cache lines of base[begin, end) into L2 (see TileArgs::next_k). Branch-free: a
+// tile with nothing to fetch (TileArgs::next_k null) passes a line it already holds
+// (PrefetchSource), whose prefetch is an L1 hit, instead of a null pointer the loop would test on
+// every row.
 FEATHER_TILE_INLINE void PrefetchLines(const char* base, size_t begin, size_t end) {
   for (size_t offset = begin & ~size_t{63}; offset < end; offset += 64) {
     _mm_prefetch(base + offset, _MM_HINT_T1);

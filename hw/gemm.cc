@@ -51,8 +51,8 @@ bool CpuHasAvx2Fma() {
 
 bool CpuHasAvx512() {
 #if defined(__x86_64__) || defined(__i386__)
-  static const bool kHas = CpuHasAvx2Fma() && __builtin_cpu_supports("avx512f") &&
-                           __builtin_cpu_supports("avx512vl");
+  static const bool kHas =
+      CpuHasAvx2Fma() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
   return kHas;
 #else
   return false;
