@@ -197,6 +197,8 @@ int RunInfo(bool json) {
       {"feather", info.feather_version},
       {"sanitized", info.sanitized ? "yes (ASan+UBSan)" : "no"},
       {"nvcc present", info.cuda_compiler_present ? "yes" : "no"},
+      {"attention", info.attention_isa + " tile step"},
+      {"gemm", info.gemm_kernel},
       {"date (UTC)", info.date_utc},
   };
   for (const auto& [key, value] : lines) {

@@ -14,6 +14,8 @@
 
 #include "base/cpus.h"
 #include "feather_git_rev.h"  // FEATHER_GIT_REV, written at build time (cmake/GitRevision.cmake)
+#include "hw/attention_internal.h"
+#include "hw/gemm.h"
 
 // Build provenance, passed by hw/CMakeLists.txt; defaults keep the file compilable elsewhere.
 #ifndef FEATHER_BUILD_TYPE
@@ -193,6 +195,11 @@ HostInfo ReadHostInfo() {
   info.feather_version = FEATHER_VERSION;
   info.sanitized = FEATHER_SANITIZED != 0;
   info.cuda_compiler_present = FEATHER_CUDA_AT_BUILD != 0 || access(kNvccPath, X_OK) == 0;
+  info.attention_isa =
+      hw::attention_internal::AttentionIsaName(hw::attention_internal::ActiveAttentionIsa());
+  info.gemm_kernel = hw::DefaultGemmBackend() == hw::GemmBackend::kEigen
+                         ? "eigen/" + std::string(hw::GemmIsaName(hw::ActiveGemmIsa()))
+                         : std::string(hw::GemmBackendName(hw::GemmBackend::kBlas));
   info.date_utc = NowUtcIso8601();
   return info;
 }
@@ -216,6 +223,8 @@ nlohmann::json ToJson(const HostInfo& info) {
       {"feather_version", info.feather_version},
       {"sanitized", info.sanitized},
       {"cuda_compiler_present", info.cuda_compiler_present},
+      {"attention_isa", info.attention_isa},
+      {"gemm_kernel", info.gemm_kernel},
       {"date_utc", info.date_utc},
   };
 }

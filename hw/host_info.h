@@ -40,6 +40,12 @@ struct HostInfo {
   std::string feather_version;
   bool sanitized = false;              // built with ASan/UBSan (FEATHER_SANITIZE)
   bool cuda_compiler_present = false;  // /usr/local/cuda/bin/nvcc exists or CUDA found at build
+  // The CPU kernels this build runs on this machine: the attention tile step ("avx512",
+  // "avx2", "scalar", or "avx512bf16" when forced; hw/attention_internal.h) and the GEMM the
+  // engine's default backend runs ("eigen/avx512", "eigen/avx2" or "blas"; hw/gemm.h). Forced
+  // by FEATHER_ATTENTION_ISA / FEATHER_GEMM_ISA.
+  std::string attention_isa;
+  std::string gemm_kernel;
   std::string date_utc;                // time of the reading, ISO 8601, e.g. 2024-05-01T12:00:00Z
 };
 

@@ -35,10 +35,27 @@ TEST(CliTest, InfoJsonHasEveryProvenanceKey) {
   ASSERT_EQ(run.exit_code, 0) << run.err;
   const nlohmann::json info = nlohmann::json::parse(run.out, nullptr, /*allow_exceptions=*/false);
   ASSERT_FALSE(info.is_discarded()) << run.out;
-  for (const char* key :
-       {"hostname", "cpu_model", "logical_cpus", "usable_cpus", "l1d_cache_bytes", "l2_cache_bytes",
-        "l3_cache_bytes", "memory_bytes", "os", "kernel", "arch", "compiler", "build_type",
-        "git_rev", "feather_version", "sanitized", "cuda_compiler_present", "date_utc"}) {
+  const char* const keys[] = {"hostname",
+                              "cpu_model",
+                              "logical_cpus",
+                              "usable_cpus",
+                              "l1d_cache_bytes",
+                              "l2_cache_bytes",
+                              "l3_cache_bytes",
+                              "memory_bytes",
+                              "os",
+                              "kernel",
+                              "arch",
+                              "compiler",
+                              "build_type",
+                              "git_rev",
+                              "feather_version",
+                              "sanitized",
+                              "cuda_compiler_present",
+                              "date_utc",
+                              "attention_isa",
+                              "gemm_kernel"};
+  for (const char* key : keys) {
     EXPECT_TRUE(info.contains(key)) << key;
   }
   EXPECT_GE(info.value("logical_cpus", 0), 1);

@@ -155,7 +155,8 @@ TEST(HostInfoJsonTest, HasEveryKeyWithItsType) {
   ASSERT_TRUE(json.is_object());
   const std::vector<std::string> strings = {
       "hostname", "cpu_model",  "os",      "kernel",          "arch",
-      "compiler", "build_type", "git_rev", "feather_version", "date_utc"};
+      "compiler", "build_type", "git_rev", "feather_version", "date_utc", "attention_isa",
+      "gemm_kernel"};
   const std::vector<std::string> numbers = {"logical_cpus",   "usable_cpus",    "l1d_cache_bytes",
                                             "l2_cache_bytes", "l3_cache_bytes", "memory_bytes"};
   const std::vector<std::string> booleans = {"sanitized", "cuda_compiler_present"};
