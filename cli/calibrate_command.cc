@@ -108,13 +108,9 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
   measured_on.cpu_model = host.cpu_model;
   measured_on.date_utc = host.date_utc;
   measured_on.build = {host.compiler, host.build_type, host.git_rev};
-  std::string gemm(hw::GemmBackendName(backend));
-  if (backend == hw::GemmBackend::kEigen) {
-    gemm += "/" + std::string(hw::GemmIsaName(hw::ActiveGemmIsa()));
-  }
   measured_on.kernel_variant = calib::AttentionIsaName() + ", openmp " + std::to_string(threads) +
-                               " threads, gemm=" + gemm + ", model " + model.name +
-                               (options.quick ? ", quick grid" : "");
+                               " threads, gemm=" + hw::GemmKernelName(backend) + ", model " +
+                               model.name + (options.quick ? ", quick grid" : "");
   measured_on.threads = static_cast<uint32_t>(threads);
   measured_on.usable_cpus = host.usable_cpus;
   measured_on.l3_cache_bytes = host.caches.l3_bytes;

@@ -6,13 +6,13 @@
 #include <atomic>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
+#include <iterator>
 #include <limits>
 #include <string_view>
 
 #include "hw/attention_internal.h"
+#include "hw/isa_variable.h"
 #include "hw/paged_kv.h"
 
 namespace feather::hw::attention_internal {
@@ -54,27 +54,15 @@ const CpuFeatures& Features() {
   return features;
 }
 
-// FEATHER_ATTENTION_ISA, read once: kAuto when unset or empty; exits with status 2 on a bad value.
+// FEATHER_ATTENTION_ISA, read once: kAuto when unset or empty; exits with status 2 on a bad value
+// (hw/isa_variable.h). kAllIsas lists the enum in value order, so an index is the value.
 AttentionIsa IsaFromEnvironment() {
   static const AttentionIsa isa = [] {
-    const char* value = std::getenv("FEATHER_ATTENTION_ISA");
-    if (value == nullptr || *value == '\0') return AttentionIsa::kAuto;
-    for (const AttentionIsa candidate : kAllIsas) {
-      if (std::string_view(value) != AttentionIsaName(candidate)) continue;
-      if (!CpuSupports(candidate)) {
-        std::fprintf(stderr,
-                     "error: FEATHER_ATTENTION_ISA=%s: this CPU lacks %s (use auto, scalar or "
-                     "a supported one)\n",
-                     value, MissingFeature(candidate));
-        std::exit(2);
-      }
-      return candidate;
-    }
-    std::fprintf(stderr,
-                 "error: FEATHER_ATTENTION_ISA=%s: unknown (one of auto, scalar, avx2, avx512, "
-                 "avx512bf16)\n",
-                 value);
-    std::exit(2);
+    std::string_view names[std::size(kAllIsas)];
+    for (size_t i = 0; i < std::size(kAllIsas); ++i) names[i] = AttentionIsaName(kAllIsas[i]);
+    return kAllIsas[ChoiceFromVariable("FEATHER_ATTENTION_ISA", names, 0, [](size_t i) {
+      return std::string_view(MissingFeature(kAllIsas[i]));
+    })];
   }();
   return isa;
 }

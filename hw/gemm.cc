@@ -17,17 +17,18 @@
 #include <algorithm>
 #include <atomic>
 #include <cstddef>
-#include <cstdio>
-#include <cstdlib>
+#include <iterator>
+#include <string_view>
 
 #include "base/check.h"
+#include "hw/isa_variable.h"
 
 namespace feather::hw {
 namespace internal {
 // Defined in gemm_eigen_avx2.cc (compiled with -mavx2 -mfma): call only when CpuHasAvx2Fma().
 void GemmEigenAvx2(uint32_t m, uint32_t n, uint32_t k, const float* a, const float* b, float* c,
                    int num_threads);
-// Defined in gemm_eigen_avx512.cc: call only when CpuSupports(GemmIsa::kAvx512).
+// Defined in gemm_eigen_avx512.cc: call only when ActiveGemmIsa() says kAvx512.
 void GemmEigenAvx512(uint32_t m, uint32_t n, uint32_t k, const float* a, const float* b, float* c,
                      int num_threads);
 }  // namespace internal
@@ -49,49 +50,34 @@ bool CpuHasAvx2Fma() {
 #endif
 }
 
-bool CpuHasAvx512() {
+// What the CPU lacks for an Eigen build ("" when it has everything), checked in order.
+const char* MissingFeature(GemmIsa isa) {
 #if defined(__x86_64__) || defined(__i386__)
-  static const bool kHas =
-      CpuHasAvx2Fma() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl");
-  return kHas;
+  if (isa == GemmIsa::kAuto) return "";
+  if (!__builtin_cpu_supports("avx2")) return "avx2";
+  if (!__builtin_cpu_supports("fma")) return "fma";
+  if (isa == GemmIsa::kAvx512 && !__builtin_cpu_supports("avx512f")) return "avx512f";
+  if (isa == GemmIsa::kAvx512 && !__builtin_cpu_supports("avx512vl")) return "avx512vl";
+  return "";
 #else
-  return false;
+  return isa == GemmIsa::kAuto ? "" : "x86-64";
 #endif
 }
 
-bool CpuSupports(GemmIsa isa) {
-  switch (isa) {
-    case GemmIsa::kAvx2:
-      return CpuHasAvx2Fma();
-    case GemmIsa::kAvx512:
-      return CpuHasAvx512();
-    case GemmIsa::kAuto:
-      return true;
-  }
-  return false;
-}
+bool CpuSupports(GemmIsa isa) { return *MissingFeature(isa) == '\0'; }
 
 std::atomic<GemmIsa> forced_isa{GemmIsa::kAuto};
 
-// FEATHER_GEMM_ISA, read once: kAuto when unset or empty; exits with status 2 on a bad value.
+// FEATHER_GEMM_ISA, read once: kAuto when unset or empty; exits with status 2 on a bad value
+// (hw/isa_variable.h). kAllIsas lists the enum in value order, so an index is the value.
+constexpr GemmIsa kAllIsas[] = {GemmIsa::kAuto, GemmIsa::kAvx2, GemmIsa::kAvx512};
 GemmIsa IsaFromEnvironment() {
   static const GemmIsa isa = [] {
-    const char* value = std::getenv("FEATHER_GEMM_ISA");
-    if (value == nullptr || *value == '\0') return GemmIsa::kAuto;
-    for (const GemmIsa candidate : {GemmIsa::kAuto, GemmIsa::kAvx2, GemmIsa::kAvx512}) {
-      if (GemmIsaName(candidate) != value) continue;
-      if (!CpuSupports(candidate)) {
-        std::fprintf(stderr,
-                     "error: FEATHER_GEMM_ISA=%s: this CPU lacks it (avx2 needs avx2 and fma, "
-                     "avx512 also avx512f and avx512vl; use auto or a supported one)\n",
-                     value);
-        std::exit(2);
-      }
-      return candidate;
-    }
-    std::fprintf(stderr, "error: FEATHER_GEMM_ISA=%s: unknown (one of auto, avx2, avx512)\n",
-                 value);
-    std::exit(2);
+    std::string_view names[std::size(kAllIsas)];
+    for (size_t i = 0; i < std::size(kAllIsas); ++i) names[i] = GemmIsaName(kAllIsas[i]);
+    return kAllIsas[ChoiceFromVariable("FEATHER_GEMM_ISA", names, 0, [](size_t i) {
+      return std::string_view(MissingFeature(kAllIsas[i]));
+    })];
   }();
   return isa;
 }
@@ -149,7 +135,15 @@ GemmIsa ActiveGemmIsa() {
   GemmIsa chosen = forced_isa.load(std::memory_order_relaxed);
   if (chosen == GemmIsa::kAuto) chosen = IsaFromEnvironment();
   if (chosen != GemmIsa::kAuto) return chosen;
-  return CpuHasAvx512() ? GemmIsa::kAvx512 : GemmIsa::kAvx2;
+  static const bool kHasAvx512 = CpuSupports(GemmIsa::kAvx512);
+  return kHasAvx512 ? GemmIsa::kAvx512 : GemmIsa::kAvx2;
+}
+
+std::string GemmKernelName(GemmBackend backend) {
+  if (backend == GemmBackend::kEigen && CpuHasAvx2Fma()) {
+    return "eigen/" + std::string(GemmIsaName(ActiveGemmIsa()));
+  }
+  return std::string(GemmBackendName(GemmBackend::kBlas));
 }
 
 bool SetGemmIsaForTesting(GemmIsa isa) {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <string_view>
 
 namespace feather::hw {
@@ -27,6 +28,9 @@ enum class GemmBackend : uint8_t { kEigen, kBlas };
 enum class GemmIsa : uint8_t { kAuto, kAvx2, kAvx512 };
 [[nodiscard]] std::string_view GemmIsaName(GemmIsa isa);  // "auto" | "avx2" | "avx512"
 [[nodiscard]] GemmIsa ActiveGemmIsa();                    // never kAuto
+// What `backend` runs here, for records: "eigen/avx512", "eigen/avx2" or "blas" (also kEigen
+// where the CPU lacks AVX2 + FMA). Calibration's kernel_variant and HostInfo use it.
+[[nodiscard]] std::string GemmKernelName(GemmBackend backend);
 // Forces a build for the process (tests, benchmarks); one the CPU lacks is refused (returns
 // false, nothing changes); kAuto returns to the automatic choice. Not thread-safe against
 // running products.

@@ -197,9 +197,7 @@ HostInfo ReadHostInfo() {
   info.cuda_compiler_present = FEATHER_CUDA_AT_BUILD != 0 || access(kNvccPath, X_OK) == 0;
   info.attention_isa =
       hw::attention_internal::AttentionIsaName(hw::attention_internal::ActiveAttentionIsa());
-  info.gemm_kernel = hw::DefaultGemmBackend() == hw::GemmBackend::kEigen
-                         ? "eigen/" + std::string(hw::GemmIsaName(hw::ActiveGemmIsa()))
-                         : std::string(hw::GemmBackendName(hw::GemmBackend::kBlas));
+  info.gemm_kernel = hw::GemmKernelName(hw::DefaultGemmBackend());
   info.date_utc = NowUtcIso8601();
   return info;
 }

@@ -48,9 +48,7 @@ void RunGemm(benchmark::State& state, GemmBackend backend) {
   const auto iterations = static_cast<int64_t>(state.iterations());
   state.SetItemsProcessed(iterations * 2 * int64_t{m} * n * k);
   state.SetBytesProcessed(iterations * 4 * (int64_t{m} * k + int64_t{k} * n + int64_t{m} * n));
-  std::string label(GemmBackendName(backend));
-  if (backend == GemmBackend::kEigen) label += " isa=" + std::string(GemmIsaName(ActiveGemmIsa()));
-  state.SetLabel(label);
+  state.SetLabel(GemmKernelName(backend));
 }
 
 void BM_Gemm(benchmark::State& state) { RunGemm(state, static_cast<GemmBackend>(state.range(0))); }
