@@ -61,7 +61,8 @@ class AlignedArray {
   T* Reserve(size_t n) {
     if (n > capacity_) {
       std::free(data_);
-      data_ = nullptr;
+      data_ = nullptr;  // if the allocation throws, the array is empty, not a freed one
+      capacity_ = 0;
       data_ = static_cast<T*>(AllocateLargeArray(std::max<size_t>(n, 1) * sizeof(T)));
       capacity_ = n;
     }
