@@ -2,7 +2,7 @@
 #include "calib/cuda_calibration.h"
 
 #include <algorithm>
-#include <memory>
+#include <cmath>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -47,7 +47,7 @@ DeviceProfile CudaBaseProfile(const CudaProbes& probes, const hw::cuda::CudaDevi
   };
   set("memory_bytes", static_cast<double>(device.memory_bytes), ParameterSource::kMeasured,
       "cudaDeviceProp::totalGlobalMem");
-  set("activation_reserve_bytes", 0.1 * static_cast<double>(device.memory_bytes),
+  set("activation_reserve_bytes", std::floor(0.1 * static_cast<double>(device.memory_bytes)),
       ParameterSource::kAssumed, "a tenth of device memory for activations and workspaces");
   set("dram_bw_bytes_per_s", probes.read.best * 1e9, ParameterSource::kMeasured,
       "read kernel over device memory, best of " + std::to_string(probes.read.reps) +
@@ -81,18 +81,12 @@ std::vector<MeasuredStep> MeasureCudaGrid(std::vector<GridPoint>& grid, const Mo
                                           uint64_t pool_blocks, int repetitions,
                                           const std::function<void()>& after_step,
                                           const std::function<void(int pass)>& after_pass) {
-  std::unique_ptr<hw::cuda::CudaEngine> engines[2];  // [0] without cascade, [1] with
-  std::vector<MeasuredEngine> measured_engines(2);
-  for (const bool cascade : {false, true}) {
-    const bool needed = std::any_of(grid.begin(), grid.end(),
-                                    [&](const GridPoint& p) { return p.cascade == cascade; });
-    if (!needed) continue;
-    hw::cuda::CudaEngineOptions options;
-    options.cascade_attention = cascade;
-    engines[cascade] = std::make_unique<hw::cuda::CudaEngine>(model, pool_blocks, 16, options);
-    measured_engines[cascade] = {engines[cascade].get(), cascade,
-                                 static_cast<uint32_t>(engines[cascade]->sm_count())};
-  }
+  // One engine, seen with cascade off and on: two would hold the weights and the pool twice.
+  hw::cuda::CudaEngine engine(model, pool_blocks, 16);
+  hw::cuda::CudaEngineCascadeView views[2] = {{engine, false}, {engine, true}};
+  const auto sm_count = static_cast<uint32_t>(engine.sm_count());
+  std::vector<MeasuredEngine> measured_engines = {{&views[0], false, sm_count},
+                                                  {&views[1], true, sm_count}};
   std::vector<hw::SyntheticBatch> batches;
   batches.reserve(grid.size());
   std::vector<HarnessStep> steps;

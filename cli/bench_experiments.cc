@@ -196,15 +196,14 @@ int CudaExperiments(const BenchExperimentsOptions& options, std::ostream& out) {
   const int repetitions = options.quick ? 3 : 7;
   const uint64_t pool = 16384;
   const std::vector<ExperimentPoint> points = calib::PaperExperiments(options.quick, pool);
-  hw::cuda::CudaEngineOptions off;
-  off.cascade_attention = false;
-  hw::cuda::CudaEngineOptions on;
-  on.cascade_attention = true;
-  hw::cuda::CudaEngine without_cascade(model, pool, kBlockTokens, off);
-  hw::cuda::CudaEngine with_cascade(model, pool, kBlockTokens, on);
+  // One engine seen with cascade off and on: two would hold the weights and the pool twice
+  // (an 8B model's 16 GB of weights and 32 GB pool fit an 80 GB GPU once, not twice).
+  hw::cuda::CudaEngine cuda_engine(model, pool, kBlockTokens);
+  hw::cuda::CudaEngineCascadeView without_cascade(cuda_engine, false);
+  hw::cuda::CudaEngineCascadeView with_cascade(cuda_engine, true);
   Engine* engines[2] = {&without_cascade, &with_cascade};
   const std::vector<calib::StepMeasurement> measured = calib::MeasureExperiments(
-      points, engines, static_cast<uint32_t>(with_cascade.sm_count()), model, repetitions);
+      points, engines, static_cast<uint32_t>(cuda_engine.sm_count()), model, repetitions);
   std::vector<Row> rows;
   for (const bool cascade : {false, true}) {
     for (size_t p = 0; p < points.size(); ++p) {

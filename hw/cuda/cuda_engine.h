@@ -34,6 +34,12 @@ class CudaEngine final : public Engine {
   [[nodiscard]] std::string_view Name() const override { return "cuda"; }
   [[nodiscard]] StepTiming Execute(const BatchPlan& plan) override;
 
+  // vLLM's cascade switch for the steps that follow. The calibration and the experiments measure
+  // both settings on one engine (CudaEngineCascadeView): two engines would hold the weights and
+  // the KV pool twice, which an 8B model's experiments do not fit on an 80 GB GPU.
+  void set_cascade_attention(bool on) { options_.cascade_attention = on; }
+  [[nodiscard]] bool cascade_attention() const { return options_.cascade_attention; }
+
   [[nodiscard]] const StepShape& last_shape() const { return last_shape_; }
   [[nodiscard]] int sm_count() const { return backend_.sm_count(); }
   // The last step's logits [requests][vocab] and argmax, copied from the device.
@@ -47,6 +53,24 @@ class CudaEngine final : public Engine {
   StepLayout layout_;
   StepShape last_shape_;
   uint32_t last_requests_ = 0;
+};
+
+// One CudaEngine seen as an engine with cascade on or off: Execute sets the engine's switch,
+// then runs the step. Two views of one engine share its weights and KV pool.
+class CudaEngineCascadeView final : public Engine {
+ public:
+  CudaEngineCascadeView(CudaEngine& engine, bool cascade_attention)
+      : engine_(&engine), cascade_attention_(cascade_attention) {}
+
+  [[nodiscard]] std::string_view Name() const override { return "cuda"; }
+  [[nodiscard]] StepTiming Execute(const BatchPlan& plan) override {
+    engine_->set_cascade_attention(cascade_attention_);
+    return engine_->Execute(plan);
+  }
+
+ private:
+  CudaEngine* engine_;
+  bool cascade_attention_;
 };
 
 }  // namespace feather::hw::cuda

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <initializer_list>
 #include <sstream>
+#include <stdexcept>
 #include <string_view>
 #include <utility>
 
@@ -417,8 +418,15 @@ std::string DeviceProfileToYaml(const DeviceProfile& profile) {
   for (size_t i = 0; i < ProfileParameters().size(); ++i) {
     const ProfileParameterInfo& info = ProfileParameters()[i];
     const DeviceProfile::Origin& origin = profile.origins[i];
+    const double value = profile.*info.field;
+    if (info.integer && value != std::floor(value)) {
+      // The reader refuses it, so a profile written with it could never be read back.
+      throw std::logic_error("DeviceProfileToYaml: parameter " + std::string(info.name) + " is " +
+                             ExactNumber(value) +
+                             ", not an integer; round it where the profile sets it");
+    }
     out += "  " + std::string(info.name) + ":\n";
-    out += "    value: " + ExactNumber(profile.*info.field) + "\n";
+    out += "    value: " + ExactNumber(value) + "\n";
     out += "    source: " + std::string(ParameterSourceName(origin.source)) + "\n";
     out += "    note: " + Quote(origin.note) + "\n";
   }

@@ -24,18 +24,21 @@ TEST(CudaCalibrationTest, BaseProfileTakesPeaksFromProbesAndDevice) {
   device.available = true;
   device.name = "NVIDIA H100 80GB HBM3";
   device.sm_count = 132;
-  device.memory_bytes = size_t{80} << 30;
+  device.memory_bytes = 85'017'493'504;  // what an H100 80GB HBM3 reports: not a multiple of 10
   const DeviceProfile profile = CudaBaseProfile(probes, device);
   EXPECT_EQ(profile.device, "NVIDIA H100 80GB HBM3");
   EXPECT_DOUBLE_EQ(profile.dram_bw_bytes_per_s, 3.1e12);
   EXPECT_DOUBLE_EQ(profile.dense_flops_per_s, 7e14);
   EXPECT_DOUBLE_EQ(profile.sm_count, 132);
-  EXPECT_DOUBLE_EQ(profile.memory_bytes, static_cast<double>(size_t{80} << 30));
+  EXPECT_DOUBLE_EQ(profile.memory_bytes, 85'017'493'504.0);
 
   const std::string yaml = DeviceProfileToYaml(profile);
   const DeviceProfile back = ParseDeviceProfile(yaml, "cuda-base.yaml");
   EXPECT_DOUBLE_EQ(back.dram_bw_bytes_per_s, profile.dram_bw_bytes_per_s);
   EXPECT_DOUBLE_EQ(back.sm_count, 132);
+  // Integer parameters must stay integers, or the reader refuses the profile calibrate wrote
+  // (seen on the first H100 run: activation_reserve_bytes 8501749350.4).
+  EXPECT_DOUBLE_EQ(back.activation_reserve_bytes, profile.activation_reserve_bytes);
   EXPECT_NE(yaml.find("source: measured"), std::string::npos) << yaml;
 }
 
