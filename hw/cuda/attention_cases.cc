@@ -379,6 +379,9 @@ std::vector<AttentionCaseShape> StandardAttentionCases() {
   add(F::kPrefill, E::kFp16, 64, 8, 8, {33, 64}, true, 16).new_tokens = {20, 64};
   add(F::kPrefill, E::kFp32, 128, 16, 2, {50}, true, 264).new_tokens = {7};
   add(F::kPrefill, E::kBf16, 128, 16, 1, {20}, false, 0).new_tokens = {20};
+  // One row per item with a group of 2 and with causal positions: the decode kernel's other paths.
+  add(F::kDecode, E::kFp32, 64, 8, 4, {7, 64, 129}, true, 264);
+  add(F::kPrefill, E::kBf16, 128, 8, 2, {9, 70}, true, 264).new_tokens = {1, 1};
   {
     AttentionCaseShape& s = add(F::kCascade, E::kBf16, 128, 8, 2, {32, 33, 48, 100, 47}, true, 264);
     s.prefix_tokens = 32;

@@ -127,6 +127,243 @@ __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(PagedAttentionA
   }
 }
 
+// --- The decode kernel: one query row per work item (decode, cascade suffix) ---------------------
+//
+// The general kernel above stages every KV tile in shared memory as fp32 and reads it back per
+// score and per output element; on an H100 that ran at 96 % of the L1/shared-memory pipe and
+// 16 % of DRAM bandwidth on Llama-3-8B decode (results/cuda-h100/). Decode has one query row per
+// item, so its query heads fit in registers and the KV can stream straight from global memory:
+//
+//   a sub-group of kTpt threads holds one token's K and V row, each thread kVec contiguous
+//   elements (one 16-byte load each); the warp covers 32 / kTpt tokens at a time and the CTA's
+//   four warps interleave over the item's range;
+//   per token, each thread's partial dot products for the kGroup query heads are summed over the
+//   sub-group with shuffles, and every thread folds the score into its own running (m, d) and
+//   its kVec elements of o (the online update of attention_math.h with one score per tile);
+//   at the end the CTA's parts (warps × sub-groups) are merged through shared memory with the
+//   state-merge rule and written exactly as the general kernel writes them.
+//
+// Arithmetic differs from the emulation only in the order of the sums (the self-check compares
+// both kernels against the double-precision reference). kGroup (query heads per KV head) is a
+// template parameter so that q and o stay in registers: 1, 2, 4 or 8; other groups take the
+// general kernel.
+
+template <typename KvT>
+struct KvVector;
+template <>
+struct KvVector<float> {
+  static constexpr uint32_t kVec = 4;
+  __device__ static void Load(const float* p, float (&x)[kVec]) {
+    const float4 v = *reinterpret_cast<const float4*>(p);
+    x[0] = v.x;
+    x[1] = v.y;
+    x[2] = v.z;
+    x[3] = v.w;
+  }
+};
+template <>
+struct KvVector<__nv_bfloat16> {
+  static constexpr uint32_t kVec = 8;
+  __device__ static void Load(const __nv_bfloat16* p, float (&x)[kVec]) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(p);
+    const auto* pairs = reinterpret_cast<const __nv_bfloat162*>(&raw);
+#pragma unroll
+    for (uint32_t i = 0; i < 4; ++i) {
+      const float2 f = __bfloat1622float2(pairs[i]);
+      x[2 * i] = f.x;
+      x[2 * i + 1] = f.y;
+    }
+  }
+};
+template <>
+struct KvVector<__half> {
+  static constexpr uint32_t kVec = 8;
+  __device__ static void Load(const __half* p, float (&x)[kVec]) {
+    const uint4 raw = *reinterpret_cast<const uint4*>(p);
+    const auto* pairs = reinterpret_cast<const __half2*>(&raw);
+#pragma unroll
+    for (uint32_t i = 0; i < 4; ++i) {
+      const float2 f = __half22float2(pairs[i]);
+      x[2 * i] = f.x;
+      x[2 * i + 1] = f.y;
+    }
+  }
+};
+
+template <uint32_t kHeadDim, typename KvT>
+struct DecodeShape {
+  static constexpr uint32_t kVec = KvVector<KvT>::kVec;
+  static constexpr uint32_t kTpt = kHeadDim / kVec;  // threads per token
+  static constexpr uint32_t kTokensPerWarp = 32 / kTpt;
+  static constexpr uint32_t kWarps = kThreads / 32;
+  static constexpr uint32_t kParts = kWarps * kTokensPerWarp;  // tokens in flight per CTA
+  static_assert(kTpt >= 1 && kTpt <= 32 && 32 % kTpt == 0, "a token's row within one warp");
+};
+
+template <uint32_t kHeadDim, typename KvT, uint32_t kGroup>
+__global__ void __launch_bounds__(kThreads) DecodeAttentionKernel(PagedAttentionArgs a) {
+  using Shape = DecodeShape<kHeadDim, KvT>;
+  constexpr uint32_t kVec = Shape::kVec;
+  constexpr uint32_t kTpt = Shape::kTpt;
+  constexpr uint32_t kParts = Shape::kParts;
+  extern __shared__ float smem[];
+  float* part_o = smem;                                 // [kParts][kGroup][kHeadDim]
+  float* part_m = part_o + kParts * kGroup * kHeadDim;  // [kParts][kGroup]
+  float* part_d = part_m + kParts * kGroup;             // [kParts][kGroup]
+
+  const AttentionWorkItem item = a.items[blockIdx.x];
+  if (item.num_rows == 0) return;
+  const uint32_t kv_head = blockIdx.y;
+  const uint32_t tid = threadIdx.x;
+  const uint32_t sub = tid % kTpt;   // which kVec slice of the row
+  const uint32_t part = tid / kTpt;  // which token of the CTA's kParts in flight
+  const uint32_t d0 = sub * kVec;
+  const uint32_t row = a.row_list[item.row_begin];
+
+  float q[kGroup][kVec];
+  float o[kGroup][kVec];
+  float m[kGroup];
+  float d[kGroup];
+#pragma unroll
+  for (uint32_t h = 0; h < kGroup; ++h) {
+    const float* qh = a.q + (size_t{row} * a.num_heads + kv_head * kGroup + h) * kHeadDim + d0;
+#pragma unroll
+    for (uint32_t j = 0; j < kVec; ++j) {
+      q[h][j] = qh[j] * a.scale;
+      o[h][j] = 0.0F;
+    }
+    m[h] = NegativeInfinity();
+    d[h] = 0.0F;
+  }
+  const auto* k_pool = static_cast<const KvT*>(a.k_pool);
+  const auto* v_pool = static_cast<const KvT*>(a.v_pool);
+  const uint32_t* pages = a.kv_indices + a.kv_indptr[item.entry];
+  const int64_t position = item.first_position;  // the row's position; < 0: no mask
+  auto address = [&](uint32_t t) {
+    return pages[t / a.page_size] * a.stride_page + kv_head * a.stride_head +
+           size_t{t % a.page_size} * kHeadDim + d0;
+  };
+
+  // Software pipelining: the next token's K and V are loaded before this one's are used.
+  // A thread past the range keeps zeros: its sub-group's score is computed but never used.
+  float k_cur[kVec] = {}, v_cur[kVec] = {}, k_next[kVec] = {}, v_next[kVec] = {};
+  uint32_t t = item.kv_begin + part;
+  if (t < item.kv_end) {
+    const size_t at = address(t);
+    KvVector<KvT>::Load(k_pool + at, k_cur);
+    KvVector<KvT>::Load(v_pool + at, v_cur);
+  }
+  // The loop's trip count is the same for every thread of a warp (the shuffles need all 32).
+  for (uint32_t base = item.kv_begin; base < item.kv_end; base += kParts) {
+    const uint32_t next = t + kParts;
+    if (next < item.kv_end) {
+      const size_t at = address(next);
+      KvVector<KvT>::Load(k_pool + at, k_next);
+      KvVector<KvT>::Load(v_pool + at, v_next);
+    }
+    const bool visible = t < item.kv_end && (position < 0 || int64_t{t} <= position);
+#pragma unroll
+    for (uint32_t h = 0; h < kGroup; ++h) {
+      float s = 0.0F;
+#pragma unroll
+      for (uint32_t j = 0; j < kVec; ++j) s += q[h][j] * k_cur[j];
+#pragma unroll
+      for (uint32_t offset = kTpt / 2; offset > 0; offset /= 2) {
+        s += __shfl_xor_sync(0xffffffffU, s, offset);
+      }
+      if (visible) {
+        const float m_new = fmaxf(m[h], s);
+        const float factor = expf(m[h] - m_new);  // 0 while m is −inf
+        const float p = expf(s - m_new);
+        d[h] = d[h] * factor + p;
+#pragma unroll
+        for (uint32_t j = 0; j < kVec; ++j) o[h][j] = o[h][j] * factor + p * v_cur[j];
+        m[h] = m_new;
+      }
+    }
+    t = next;
+#pragma unroll
+    for (uint32_t j = 0; j < kVec; ++j) {
+      k_cur[j] = k_next[j];
+      v_cur[j] = v_next[j];
+    }
+  }
+
+#pragma unroll
+  for (uint32_t h = 0; h < kGroup; ++h) {
+#pragma unroll
+    for (uint32_t j = 0; j < kVec; ++j) part_o[(part * kGroup + h) * kHeadDim + d0 + j] = o[h][j];
+    if (sub == 0) {
+      part_m[part * kGroup + h] = m[h];
+      part_d[part * kGroup + h] = d[h];
+    }
+  }
+  __syncthreads();
+
+  // Merge the parts: out = Σ_p e^(m_p − M)·o_p / Σ_p e^(m_p − M)·d_p, lse = M + log of the
+  // denominator; a part that saw nothing has m = −inf and d = 0 and adds nothing.
+  for (uint32_t e = tid; e < kGroup * kHeadDim; e += kThreads) {
+    const uint32_t h = e / kHeadDim;
+    const uint32_t dim = e % kHeadDim;
+    float big = NegativeInfinity();
+    for (uint32_t p = 0; p < kParts; ++p) big = fmaxf(big, part_m[p * kGroup + h]);
+    float numerator = 0.0F;
+    float denominator = 0.0F;
+    if (big != NegativeInfinity()) {
+      for (uint32_t p = 0; p < kParts; ++p) {
+        const float w = expf(part_m[p * kGroup + h] - big);
+        numerator += w * part_o[(p * kGroup + h) * kHeadDim + dim];
+        denominator += w * part_d[p * kGroup + h];
+      }
+    }
+    const SoftmaxState state{big, denominator};
+    const float value = numerator * FinalScale(state);
+    const uint32_t head = kv_head * kGroup + h;
+    if (item.slot == kNoSlot) {
+      a.out[(size_t{row} * a.num_heads + head) * kHeadDim + dim] = value;
+      if (dim == 0 && a.lse != nullptr) a.lse[size_t{row} * a.num_heads + head] = FinalLse(state);
+    } else {
+      a.partial_out[(size_t{item.slot} * a.num_heads + head) * kHeadDim + dim] = value;
+      if (dim == 0) a.partial_lse[size_t{item.slot} * a.num_heads + head] = FinalLse(state);
+    }
+  }
+}
+
+template <uint32_t kHeadDim, typename KvT, uint32_t kGroup>
+void LaunchDecode(const PagedAttentionArgs& a, cudaStream_t stream) {
+  using Shape = DecodeShape<kHeadDim, KvT>;
+  constexpr uint32_t kShared =
+      static_cast<uint32_t>(sizeof(float)) * Shape::kParts * kGroup * (kHeadDim + 2);
+  static_assert(kShared <= kMaxSharedBytes, "decode parts fit the default shared memory");
+  const dim3 grid(a.num_items, a.kv_heads);
+  DecodeAttentionKernel<kHeadDim, KvT, kGroup><<<grid, kThreads, kShared, stream>>>(a);
+  FEATHER_CUDA_CHECK(cudaGetLastError());
+}
+
+// The decode kernel when the plan has one row per item and the group is one it is built for;
+// false: the general kernel runs (also when args.decode_kernel is false: the self-check runs
+// both, FEATHER_CUDA_ATTENTION=general forces the general one for side-by-side timing).
+template <uint32_t kHeadDim, typename KvT>
+bool TryLaunchDecode(const PagedAttentionArgs& a, const AttentionGeometry& g, cudaStream_t stream) {
+  if (g.rows_per_item != 1 || !a.decode_kernel) return false;
+  switch (a.num_heads / a.kv_heads) {
+    case 1:
+      LaunchDecode<kHeadDim, KvT, 1>(a, stream);
+      return true;
+    case 2:
+      LaunchDecode<kHeadDim, KvT, 2>(a, stream);
+      return true;
+    case 4:
+      LaunchDecode<kHeadDim, KvT, 4>(a, stream);
+      return true;
+    case 8:
+      LaunchDecode<kHeadDim, KvT, 8>(a, stream);
+      return true;
+    default:
+      return false;
+  }
+}
+
 // One CTA per merged row, thread d of head h (kHeadDim threads, heads in a loop): folds the row's
 // partial slots in order, as EmulatePagedAttention does.
 template <uint32_t kHeadDim>
@@ -167,7 +404,7 @@ __global__ void MergeLseKernel(float* lse_a, const float* lse_b, uint32_t heads_
 
 template <uint32_t kHeadDim, typename KvT>
 void Launch(const PagedAttentionArgs& a, const AttentionGeometry& g, cudaStream_t stream) {
-  if (a.num_items > 0) {
+  if (a.num_items > 0 && !TryLaunchDecode<kHeadDim, KvT>(a, g, stream)) {
     const dim3 grid(a.num_items, a.kv_heads);
     PagedAttentionKernel<kHeadDim, KvT><<<grid, kThreads, g.shared_bytes, stream>>>(a);
     FEATHER_CUDA_CHECK(cudaGetLastError());

@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "hw/isa_variable.h"
+
 namespace feather::hw::cuda {
 namespace {
 
@@ -133,6 +135,15 @@ std::string BuildAttentionPlan(const AttentionPlanInput& in, AttentionPlan& plan
     }
   }
   return "";
+}
+
+bool DecodeKernelFromEnvironment() {
+  static const bool decode = [] {
+    constexpr std::string_view kNames[] = {"auto", "general"};
+    return ChoiceFromVariable("FEATHER_CUDA_ATTENTION", kNames, 0,
+                              [](size_t) { return std::string_view(); }) == 0;
+  }();
+  return decode;
 }
 
 }  // namespace feather::hw::cuda

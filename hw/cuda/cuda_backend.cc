@@ -214,6 +214,7 @@ struct CudaBackend::State {
     a.num_heads = model.heads;
     a.kv_heads = model.kv_heads;
     a.scale = scale;
+    a.decode_kernel = DecodeKernelFromEnvironment();
     plan.Fill(a);
     return a;
   }

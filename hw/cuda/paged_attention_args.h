@@ -38,6 +38,9 @@ struct PagedAttentionArgs {
   const uint32_t* kv_indptr = nullptr;
   const uint32_t* kv_indices = nullptr;
   float scale = 0;
+  // A plan of one row per item (decode, cascade suffix) runs the decode kernel when its query
+  // heads per KV head are 1, 2, 4 or 8 (attention_kernels.cu); false: always the general kernel.
+  bool decode_kernel = true;
   float* partial_out = nullptr;  // [plan.num_slots][num_heads][head_dim]
   float* partial_lse = nullptr;  // [plan.num_slots][num_heads]
 

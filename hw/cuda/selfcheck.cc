@@ -67,7 +67,8 @@ class Arena {
   std::vector<void*> blocks_;
 };
 
-CaseOutput RunCaseOnDevice(const AttentionCase& c) {
+// Runs the case's plans; decode_kernel false forces the general kernel for every plan.
+CaseOutput RunCaseOnDevice(const AttentionCase& c, bool decode_kernel) {
   const AttentionCaseShape& s = c.shape;
   const std::vector<AttentionPlan> plans = PlanAttentionCase(c);
   Arena arena;
@@ -95,6 +96,7 @@ CaseOutput RunCaseOnDevice(const AttentionCase& c) {
     a.merge_rows = arena.Upload(plan.merge_rows);
     a.merge_indptr = arena.Upload(plan.merge_indptr);
     a.merge_slots = arena.Upload(plan.merge_slots);
+    a.decode_kernel = decode_kernel;
     LaunchPagedAttention(a, plan.geometry, nullptr);
     outs.push_back(a.out);
     lses.push_back(a.lse);
@@ -161,15 +163,25 @@ SelfcheckStamp RunCudaSelfcheck(const CudaDeviceInfo& device, std::ostream& out)
   FEATHER_CUDA_CHECK(cudaSetDevice(device.device));
   Reporter report(out, stamp);
 
+  // Each case as the engine runs it; a case with a one-row-per-item plan (where the decode kernel
+  // may run) once more with the general kernel forced, so that both kernels are checked.
   for (const AttentionCaseShape& shape : StandardAttentionCases()) {
-    report.Run("attention " + shape.Name(), [&](SelfcheckResult& r) {
-      const AttentionCase c = MakeAttentionCase(shape);
-      const CaseError error = CompareToExpected(c, RunCaseOnDevice(c));
-      r.max_abs_error = error.max_abs_error;
-      r.tolerance = kCaseAbsTolerance;
-      r.detail = error.first_failure;
-      return error.worst_excess <= 0;
+    const AttentionCase c = MakeAttentionCase(shape);
+    const std::vector<AttentionPlan> plans = PlanAttentionCase(c);
+    const bool one_row_plan = std::any_of(plans.begin(), plans.end(), [](const AttentionPlan& p) {
+      return p.geometry.rows_per_item == 1;
     });
+    for (const bool decode_kernel : {true, false}) {
+      if (!decode_kernel && !one_row_plan) continue;
+      const std::string label = "attention " + shape.Name() + (decode_kernel ? "" : " general");
+      report.Run(label, [&](SelfcheckResult& r) {
+        const CaseError error = CompareToExpected(c, RunCaseOnDevice(c, decode_kernel));
+        r.max_abs_error = error.max_abs_error;
+        r.tolerance = kCaseAbsTolerance;
+        r.detail = error.first_failure;
+        return error.worst_excess <= 0;
+      });
+    }
   }
 
   report.Run("merge states (cascade)", [&](SelfcheckResult& r) {
