@@ -1,7 +1,7 @@
-// cuda_calibration.h: what `feather calibrate --target cuda` measures (CUDA builds only; compiled,
-// never run here: no GPU). The same grid of synthetic steps as the CPU (calib/cpu_calibration.h,
-// CalibrationGrid: sizes scaled for a 2-core CPU, small for a GPU — to be scaled up once it has
-// run on one) measured on CudaEngines through the engine-agnostic harness (calib/harness.h), and
+// cuda_calibration.h: what `feather calibrate --target cuda` measures (CUDA builds only; run on an
+// H100 once, results/cuda-h100/). The same grid of synthetic steps as the CPU
+// (calib/cpu_calibration.h, CalibrationGrid: sizes scaled for a 2-core CPU, small for a GPU; with
+// Llama-3-8B on an H100 the full grid needs more than 150 s, --quick 20 s) measured on CudaEngines through the engine-agnostic harness (calib/harness.h), and
 // a base profile whose peaks are the GPU probes (hw/cuda/gpu_probes.h): DRAM bandwidth from the
 // read probe, dense FLOP/s from cuBLASLt bf16, sm_count from the device. CudaBaseProfile is host
 // code (tested on the CPU); the probes and the grid need a GPU and exist in CUDA builds only.

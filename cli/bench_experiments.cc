@@ -189,7 +189,7 @@ int CpuExperiments(const BenchExperimentsOptions& options, std::ostream& out) {
 
 #if FEATHER_HAVE_CUDA
 // The experiments on CudaEngines, each row's step then run once more under CUPTI's range
-// profiler for its DRAM bytes and L2 hit rate. Compiled, never run here (no GPU).
+// profiler for its DRAM bytes and L2 hit rate. Run on an H100 once (results/cuda-h100/).
 int CudaExperiments(const BenchExperimentsOptions& options, std::ostream& out) {
   const ResolvedText model_text = ReadNamedFile(options.model, "scenarios/models", "model");
   const ModelConfig model = ParseModelConfig(model_text.text, model_text.display_name);

@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # gpu-run.sh: everything the CUDA target has to do on a GPU machine, in order, stopping at the
-# first failure (issue 18). Nothing of it has ever run: no GPU has been available to this project.
+# first failure (issue 18), on a GPU machine with feather's build dependencies. Its steps ran once
+# on an H100 (results/cuda-h100/), from prebuilt binaries: a machine without the dependencies
+# takes scripts/gpu-bundle.sh (here) and scripts/gpu-bundle-run.sh (there) instead.
 #   1. build (Release, CUDA for sm_80/89/90) and run the test suite (the GPU tests run there);
 #   2. feather selfcheck --target cuda  (every kernel vs the CPU, probes vs the datasheet; writes
 #      out/selfcheck/cuda.json, which calibrate requires);

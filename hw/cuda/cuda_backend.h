@@ -1,8 +1,8 @@
 // cuda_backend.h: the Backend (hw/backend.h) of a CUDA GPU — weights, KV pools and activations in
 // device memory, the hw/cuda/ kernels and cuBLAS — so the layer loop (hw/layer_loop.h) runs the
 // same BatchPlan on the GPU that CpuBackend runs on the CPU (`engine: cuda`,
-// hw/cuda/cuda_engine.h). CUDA builds only; compiled, never run here (no GPU in this project's
-// machines).
+// hw/cuda/cuda_engine.h). CUDA builds only; run on an H100 once (results/cuda-h100/), never in
+// CI (no GPU in this project's machines).
 //
 // Memory: fp32 weights filled on the device by the shared rule (hw/weight_init.h: the CPU
 // backend's values bit for bit, for the same model and seed), one K and one V pool per layer of

@@ -3,7 +3,7 @@
 // vLLM's cascade rule), lay the plan out on the host (hw/plan_layout.h), run the layer loop
 // (hw/layer_loop.h), time the step. Per-term times are wall-clock between stream
 // synchronisations (TermTimer), so each term holds the GPU work it issued. CUDA builds only;
-// compiled, never run here (no GPU).
+// run on an H100 once (results/cuda-h100/), never in CI (no GPU).
 #pragma once
 
 #include <cstddef>
