@@ -12,6 +12,7 @@
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
+#include <cstdint>
 #include <stdexcept>
 #include <string>
 
@@ -131,8 +132,9 @@ __global__ void __launch_bounds__(kThreads) PagedAttentionKernel(PagedAttentionA
 //
 // The general kernel above stages every KV tile in shared memory as fp32 and reads it back per
 // score and per output element; on an H100 that ran at 96 % of the L1/shared-memory pipe and
-// 16 % of DRAM bandwidth on Llama-3-8B decode (results/cuda-h100/). Decode has one query row per
-// item, so its query heads fit in registers and the KV can stream straight from global memory:
+// moved Llama-3-8B's decode KV at 16 % of the copy probe's bandwidth (results/cuda-h100/). Decode
+// has one query row per item, so its query heads fit in registers and the KV can stream straight
+// from global memory:
 //
 //   a sub-group of kTpt threads holds one token's K and V row, each thread kVec contiguous
 //   elements (one 16-byte load each); the warp covers 32 / kTpt tokens at a time and the CTA's
@@ -346,6 +348,12 @@ void LaunchDecode(const PagedAttentionArgs& a, cudaStream_t stream) {
 template <uint32_t kHeadDim, typename KvT>
 bool TryLaunchDecode(const PagedAttentionArgs& a, const AttentionGeometry& g, cudaStream_t stream) {
   if (g.rows_per_item != 1 || !a.decode_kernel) return false;
+  // Its 16-byte loads need 16-byte aligned rows: pools from cudaMalloc with whole-row strides.
+  const size_t elem = sizeof(KvT);
+  const auto pools = reinterpret_cast<uintptr_t>(a.k_pool) | reinterpret_cast<uintptr_t>(a.v_pool);
+  if (pools % 16 != 0 || a.stride_page * elem % 16 != 0 || a.stride_head * elem % 16 != 0) {
+    return false;
+  }
   switch (a.num_heads / a.kv_heads) {
     case 1:
       LaunchDecode<kHeadDim, KvT, 1>(a, stream);
