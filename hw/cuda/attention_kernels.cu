@@ -372,25 +372,27 @@ bool TryLaunchDecode(const PagedAttentionArgs& a, const AttentionGeometry& g, cu
   }
 }
 
-// One CTA per merged row, thread d of head h (kHeadDim threads, heads in a loop): folds the row's
-// partial slots in order, as EmulatePagedAttention does.
+// One CTA per (merged row, head), thread d of the head (kHeadDim threads): folds the row's partial
+// slots in order, as EmulatePagedAttention does. Heads were once a loop inside one CTA per row:
+// at batch 1 that made one SM walk heads × slots (32 × 33 for Llama-3-8B) dependent loads per
+// layer, the likely cause of the ~300 µs per layer the attention term kept at batch 1 on an
+// H100 (results/cuda-h100/; this form has not yet run on a GPU).
 template <uint32_t kHeadDim>
 __global__ void __launch_bounds__(kHeadDim) MergeSlotsKernel(PagedAttentionArgs a) {
   const uint32_t m = blockIdx.x;
+  const uint32_t h = blockIdx.y;
   const uint32_t d = threadIdx.x;
   const uint32_t row = a.merge_rows[m];
-  for (uint32_t h = 0; h < a.num_heads; ++h) {
-    float lse = NegativeInfinity();
-    float acc = 0.0F;
-    for (uint32_t j = a.merge_indptr[m]; j < a.merge_indptr[m + 1]; ++j) {
-      const size_t slot = a.merge_slots[j];
-      const MergeWeights w = StateMergeWeights(lse, a.partial_lse[slot * a.num_heads + h]);
-      acc = w.a * acc + w.b * a.partial_out[(slot * a.num_heads + h) * kHeadDim + d];
-      lse = w.lse;
-    }
-    a.out[(size_t{row} * a.num_heads + h) * kHeadDim + d] = acc;
-    if (d == 0 && a.lse != nullptr) a.lse[size_t{row} * a.num_heads + h] = lse;
+  float lse = NegativeInfinity();
+  float acc = 0.0F;
+  for (uint32_t j = a.merge_indptr[m]; j < a.merge_indptr[m + 1]; ++j) {
+    const size_t slot = a.merge_slots[j];
+    const MergeWeights w = StateMergeWeights(lse, a.partial_lse[slot * a.num_heads + h]);
+    acc = w.a * acc + w.b * a.partial_out[(slot * a.num_heads + h) * kHeadDim + d];
+    lse = w.lse;
   }
+  a.out[(size_t{row} * a.num_heads + h) * kHeadDim + d] = acc;
+  if (d == 0 && a.lse != nullptr) a.lse[size_t{row} * a.num_heads + h] = lse;
 }
 
 __global__ void MergeStatesKernel(float* out_a, float* lse_a, const float* out_b,
@@ -418,7 +420,8 @@ void Launch(const PagedAttentionArgs& a, const AttentionGeometry& g, cudaStream_
     FEATHER_CUDA_CHECK(cudaGetLastError());
   }
   if (a.num_merge_rows > 0) {
-    MergeSlotsKernel<kHeadDim><<<a.num_merge_rows, kHeadDim, 0, stream>>>(a);
+    const dim3 grid(a.num_merge_rows, a.num_heads);
+    MergeSlotsKernel<kHeadDim><<<grid, kHeadDim, 0, stream>>>(a);
     FEATHER_CUDA_CHECK(cudaGetLastError());
   }
 }

@@ -3,16 +3,17 @@
 //
 // LaunchPagedAttention runs one plan (hw/cuda/attention_plan.h) over device copies of its arrays:
 // a grid of items × kv_heads CTAs of kThreads threads, then — when the plan split any KV range — a
-// merge kernel of one CTA per merged row. Two kernels: a plan of one row per item (decode, cascade
-// suffix) whose group of query heads per KV head is 1, 2, 4 or 8 runs the decode kernel (query
-// heads in registers, KV streamed from global memory in 16-byte loads, the CTA's partial states
-// merged in shared memory; args.decode_kernel false turns it off); every other plan runs the
+// merge kernel of one CTA per (merged row, head). Two kernels: a plan of one row per item (decode,
+// cascade suffix) whose group of query heads per KV head is 1, 2, 4 or 8 runs the decode kernel
+// (query heads in registers, KV streamed from global memory in 16-byte loads, the CTA's partial
+// states merged in shared memory; args.decode_kernel false turns it off); every other plan runs the
 // general kernel, which stages KV tiles of kTileTokens tokens in shared memory as fp32 and folds
 // them into the online-softmax state of its lanes (hw/cuda/attention_math.h) in the order
-// hw/cuda/attention_emulation.h repeats on the host. Dispatch from run-time values to template parameters (head_dim 64 / 128; fp32,
-// bf16, fp16 KV) happens here; an unsupported value throws std::invalid_argument naming it.
-// LaunchMergeStates merges state b into a (cascade: prefix into suffix), one thread per element.
-// Asynchronous on `stream`; launch errors are checked (FEATHER_CUDA_CHECK).
+// hw/cuda/attention_emulation.h repeats on the host. Dispatch from run-time values to template
+// parameters (head_dim 64 / 128; fp32, bf16, fp16 KV) happens here; an unsupported value throws
+// std::invalid_argument naming it. LaunchMergeStates merges state b into a (cascade: prefix into
+// suffix), one thread per element. Asynchronous on `stream`; launch errors are checked
+// (FEATHER_CUDA_CHECK).
 #pragma once
 
 #include <cuda_runtime.h>
