@@ -23,6 +23,7 @@
 #include "cli/selfcheck_command.h"
 #if FEATHER_HAVE_CUDA
 #include "hw/cuda/cuda_engine.h"
+#include "hw/cuda/cuda_variables.h"
 #include "hw/cuda/cupti_profiler.h"
 #endif
 #include "hw/cpu_engine.h"
@@ -231,8 +232,10 @@ int CudaExperiments(const BenchExperimentsOptions& options, std::ostream& out) {
   hw::WriteBenchTables(fs::path(options.out_dir) / "experiments.h5", tables, host);
   WriteFileAtomically(fs::path(options.out_dir) / "experiments.csv", Csv(tables, rows));
   PrintSummary(out, rows);
-  out << "wrote " << options.out_dir << "/experiments.h5 and experiments.csv (CUDA, with CUPTI "
-      << "dram_bytes_read and l2_hit_rate per point)\n";
+  out << "wrote " << options.out_dir << "/experiments.h5 and experiments.csv (CUDA, weights "
+      << (hw::cuda::Bf16WeightsFromEnvironment() ? "bf16" : "fp32") << ", attention "
+      << (hw::cuda::DecodeKernelFromEnvironment() ? "auto" : "general")
+      << ", with CUPTI dram_bytes_read and l2_hit_rate per point)\n";
   return 0;
 }
 #endif

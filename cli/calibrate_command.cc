@@ -9,14 +9,15 @@
 #include <iomanip>
 #include <iostream>
 #include <memory>
-#include <numeric>
 #include <nlohmann/json.hpp>
+#include <numeric>
 #include <ostream>
 #include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "base/input_text.h"
 #include "calib/cpu_calibration.h"
 #include "calib/cuda_calibration.h"
 #include "calib/fit.h"
@@ -26,6 +27,7 @@
 #include "cli/atomic_file.h"
 #include "cli/interrupt.h"
 #include "cli/selfcheck_command.h"
+#include "hw/cuda/cuda_variables.h"
 #include "hw/cuda/device.h"
 #include "hw/gemm.h"
 #include "hw/host_info.h"
@@ -35,7 +37,6 @@
 #include "sim/io/device_profile_yaml.h"
 #include "sim/io/model_config_yaml.h"
 #include "sim/io/scenario.h"
-#include "base/input_text.h"
 
 namespace feather {
 namespace {
@@ -408,9 +409,12 @@ int CalibrateCuda(const CalibrateCommandOptions& options, std::ostream& out) {
   measured_on.cpu_model = host.cpu_model;
   measured_on.date_utc = host.date_utc;
   measured_on.build = {host.compiler, host.build_type, host.git_rev};
-  measured_on.kernel_variant = "cuda " + device.name + " sm_" + std::to_string(device.cc_major) +
-                               std::to_string(device.cc_minor) + " " + device.uuid + ", model " +
-                               model.name + (options.quick ? ", quick grid" : "");
+  measured_on.kernel_variant =
+      "cuda " + device.name + " sm_" + std::to_string(device.cc_major) +
+      std::to_string(device.cc_minor) + " " + device.uuid + ", model " + model.name + ", weights " +
+      (hw::cuda::Bf16WeightsFromEnvironment() ? "bf16" : "fp32") + ", attention " +
+      (hw::cuda::DecodeKernelFromEnvironment() ? "auto" : "general") +
+      (options.quick ? ", quick grid" : "");
   measured_on.threads = 1;
   base.measured_on = measured_on;
   calib::FitOptions fit_options;

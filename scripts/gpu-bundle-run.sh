@@ -4,9 +4,10 @@
 # outputs to $OUT (the device tool's folder; default out/gpu-run) and packing them into
 # $OUT/gpu-run.tgz after every step, so a run cut short still returns what it did.
 #   selfcheck --target cuda; the GPU unit tests; calibrate --target cuda --quick (cpu-small,
-#   llama-3-8b); bench experiments --target cuda --model llama-3-8b with the decode kernel and
-#   with the general one (FEATHER_CUDA_ATTENTION=general), side by side; validate --engine cuda
-#   on scenarios/validation/*.yaml with the cpu-small profile.
+#   llama-3-8b); bench experiments --target cuda --model llama-3-8b with the decode kernel, with
+#   the general one (FEATHER_CUDA_ATTENTION=general) and with bf16 weights
+#   (FEATHER_CUDA_WEIGHTS=bf16), side by side; validate --engine cuda on
+#   scenarios/validation/*.yaml with the cpu-small profile.
 # Usage: scripts/gpu-bundle-run.sh [SECONDS]   (stop starting steps after SECONDS; default 420)
 # The session-14 run of these steps on an H100 took 150-270 s (results/cuda-h100/README.md).
 set -uo pipefail
@@ -71,6 +72,8 @@ step experiments-decode 100 "${feather[@]}" bench experiments --target cuda --mo
   --out "$o/experiments-llama-3-8b-decode"
 FEATHER_CUDA_ATTENTION=general step experiments-general 100 "${feather[@]}" bench experiments \
   --target cuda --model llama-3-8b --out "$o/experiments-llama-3-8b-general"
+FEATHER_CUDA_WEIGHTS=bf16 step experiments-bf16-weights 100 "${feather[@]}" bench experiments \
+  --target cuda --model llama-3-8b --out "$o/experiments-llama-3-8b-bf16-weights"
 if [[ -f $o/calibrate/cuda-cpu-small-quick.yaml ]]; then
   for scenario in scenarios/validation/*.yaml; do
     name=$(basename "$scenario" .yaml)

@@ -3,8 +3,6 @@
 
 #include <algorithm>
 
-#include "hw/isa_variable.h"
-
 namespace feather::hw::cuda {
 namespace {
 
@@ -135,15 +133,6 @@ std::string BuildAttentionPlan(const AttentionPlanInput& in, AttentionPlan& plan
     }
   }
   return "";
-}
-
-bool DecodeKernelFromEnvironment() {
-  static const bool decode = [] {
-    constexpr std::string_view kNames[] = {"auto", "general"};
-    return ChoiceFromVariable("FEATHER_CUDA_ATTENTION", kNames, 0,
-                              [](size_t) { return std::string_view(); }) == 0;
-  }();
-  return decode;
 }
 
 }  // namespace feather::hw::cuda

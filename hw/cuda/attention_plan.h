@@ -91,9 +91,4 @@ struct AttentionPlan {
 // causal entry with more rows than tokens).
 [[nodiscard]] std::string BuildAttentionPlan(const AttentionPlanInput& input, AttentionPlan& plan);
 
-// FEATHER_CUDA_ATTENTION: "auto" or unset (the decode kernel where it applies) or "general" (the
-// general kernel for every plan, for side-by-side timing). Read once per process; another value
-// is bad input (one line on stderr, exit status 2).
-[[nodiscard]] bool DecodeKernelFromEnvironment();
-
 }  // namespace feather::hw::cuda

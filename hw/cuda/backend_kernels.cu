@@ -23,6 +23,11 @@ __global__ void FillConstantKernel(float* p, size_t n, float value) {
   if (i < n) p[i] = value;
 }
 
+__global__ void ToBf16Kernel(const float* in, __nv_bfloat16* out, size_t n) {
+  const size_t i = size_t{blockIdx.x} * blockDim.x + threadIdx.x;
+  if (i < n) out[i] = __float2bfloat16_rn(in[i]);
+}
+
 __global__ void EmbedKernel(float* x, const uint32_t* row_request, const uint32_t* row_position,
                             const float* embedding, const float* lm_head, uint32_t hidden,
                             uint32_t vocab, bool tied) {
@@ -167,6 +172,12 @@ void LaunchFillWeights(float* p, size_t n, uint64_t key, float bound, cudaStream
 void LaunchFillConstant(float* p, size_t n, float value, cudaStream_t stream) {
   if (n == 0) return;
   FillConstantKernel<<<Blocks(n), kBlock, 0, stream>>>(p, n, value);
+  FEATHER_CUDA_CHECK(cudaGetLastError());
+}
+
+void LaunchToBf16(const float* in, uint16_t* out, size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  ToBf16Kernel<<<Blocks(n), kBlock, 0, stream>>>(in, reinterpret_cast<__nv_bfloat16*>(out), n);
   FEATHER_CUDA_CHECK(cudaGetLastError());
 }
 

@@ -17,6 +17,8 @@ namespace feather::hw::cuda {
 // p[i] = UniformWeight(key, i, bound) (hw/weight_init.h).
 void LaunchFillWeights(float* p, size_t n, uint64_t key, float bound, cudaStream_t stream);
 void LaunchFillConstant(float* p, size_t n, float value, cudaStream_t stream);
+// out[i] = in[i] rounded to the nearest bf16 (ties to even), as raw bf16 bits.
+void LaunchToBf16(const float* in, uint16_t* out, size_t n, cudaStream_t stream);
 
 // x[r] = embedding row of TokenOf(request[r], position[r], vocab); tied: column of lm_head
 // [hidden][vocab].

@@ -106,6 +106,8 @@ struct DevicePlan {
 struct CudaBackend::State {
   struct Layer {
     DeviceArray<float> attn_norm, mlp_norm, wqkv, wo, wgate_up, wdown;
+    // With bf16 weights the matrices live here instead (the fp32 arrays above stay empty).
+    DeviceArray<uint16_t> wqkv16, wo16, wgate_up16, wdown16;
     DeviceArray<unsigned char> k_pool, v_pool;
   };
   ModelConfig model;
@@ -120,6 +122,8 @@ struct CudaBackend::State {
   std::unique_ptr<CublasGemm> gemm;
   std::vector<Layer> layers;
   DeviceArray<float> embedding, lm_head, final_norm;
+  DeviceArray<uint16_t> lm_head16;  // bf16 weights: the LM head's product (embedding stays fp32)
+  DeviceArray<uint16_t> input16;    // bf16 weights: a Linear's input rounded to bf16
   DeviceArray<float> x, xn, qkv, q, k_new, v_new, attn, tmp, gate_up, act, sampled, logits;
   DeviceArray<float> prefix_out, prefix_lse, suffix_lse;
   DeviceArray<uint32_t> argmax;
@@ -183,6 +187,25 @@ struct CudaBackend::State {
     FEATHER_CHECK(false, "unknown weight");
     return nullptr;
   }
+  // The bf16 copy of a matrix weight (bf16_weights only).
+  const uint16_t* WeightData16(Weight w, uint32_t layer) const {
+    switch (w) {
+      case Weight::kQkv:
+        return layers[layer].wqkv16.data();
+      case Weight::kO:
+        return layers[layer].wo16.data();
+      case Weight::kGateUp:
+        return layers[layer].wgate_up16.data();
+      case Weight::kDown:
+        return layers[layer].wdown16.data();
+      case Weight::kLmHead:
+        return lm_head16.data();
+      default:
+        break;
+    }
+    FEATHER_CHECK(false, "not a matrix weight");
+    return nullptr;
+  }
   std::pair<uint32_t, uint32_t> WeightShape(Weight w) const {
     switch (w) {
       case Weight::kQkv:
@@ -234,6 +257,12 @@ struct CudaBackend::State {
     LaunchFillWeights(array.Reserve(n), n, WeightKey(options.weight_seed, TagOf(matrix, layer)),
                       bound, stream);
   }
+  // The same values rounded to bf16, through `scratch` (as large as the largest matrix).
+  void Fill16(DeviceArray<uint16_t>& array, DeviceArray<float>& scratch, size_t n,
+              WeightMatrix matrix, uint32_t layer, float bound) {
+    Fill(scratch, n, matrix, layer, bound);
+    LaunchToBf16(scratch.data(), array.Reserve(n), n, stream);
+  }
   void Ones(DeviceArray<float>& array, size_t n) {
     LaunchFillConstant(array.Reserve(n), n, 1.0F, stream);
   }
@@ -278,7 +307,18 @@ CudaBackend::CudaBackend(const ModelConfig& model, uint64_t kv_cache_blocks, uin
   s.q_width = model.heads * model.head_dim;
   s.kv_width = model.kv_heads * model.head_dim;
   s.qkv_width = s.q_width + 2 * s.kv_width;
-  s.weight_bytes = static_cast<size_t>(model.TotalParams()) * sizeof(float);
+  const size_t table = size_t{model.vocab} * model.hidden;
+  if (options.bf16_weights) {
+    // Matrices in bf16; norms and the embedding table in fp32 (with tied embeddings the LM head
+    // is kept in both: fp32 for the embedding lookup, bf16 for the product). Counted: every
+    // parameter in bf16, plus the lookup table's other half (untied) or a whole fp32 copy (tied);
+    // the norms' other half is noise.
+    const size_t params = static_cast<size_t>(model.TotalParams());
+    s.weight_bytes = params * sizeof(uint16_t) +
+                     table * (model.tied_embeddings ? sizeof(float) : sizeof(uint16_t));
+  } else {
+    s.weight_bytes = static_cast<size_t>(model.TotalParams()) * sizeof(float);
+  }
   const size_t pool_bytes = s.layout.BlockElems() * kv_cache_blocks * KvElementBytes(s.dtype);
   s.kv_bytes = 2 * pool_bytes * model.layers;
   const double need = static_cast<double>(s.weight_bytes) + static_cast<double>(s.kv_bytes);
@@ -294,20 +334,41 @@ CudaBackend::CudaBackend(const ModelConfig& model, uint64_t kv_cache_blocks, uin
 
   const size_t hidden = model.hidden;
   const size_t inter = model.intermediate;
+  const bool bf16 = options.bf16_weights;
+  DeviceArray<float> scratch;  // bf16 weights: each matrix's fp32 values before rounding
+  auto matrix = [&](DeviceArray<float>& fp32, DeviceArray<uint16_t>& half, size_t n,
+                    WeightMatrix which, uint32_t l, float bound) {
+    if (bf16) {
+      s.Fill16(half, scratch, n, which, l, bound);
+    } else {
+      s.Fill(fp32, n, which, l, bound);
+    }
+  };
   s.layers.resize(model.layers);
   for (uint32_t l = 0; l < model.layers; ++l) {
     State::Layer& layer = s.layers[l];
     s.Ones(layer.attn_norm, hidden);
     s.Ones(layer.mlp_norm, hidden);
-    s.Fill(layer.wqkv, hidden * s.qkv_width, WeightMatrix::kQkv, l, ProjectionBound(hidden));
-    s.Fill(layer.wo, size_t{s.q_width} * hidden, WeightMatrix::kO, l, ProjectionBound(s.q_width));
-    s.Fill(layer.wgate_up, hidden * 2 * inter, WeightMatrix::kGateUp, l, ProjectionBound(hidden));
-    s.Fill(layer.wdown, inter * hidden, WeightMatrix::kDown, l, ProjectionBound(inter));
+    matrix(layer.wqkv, layer.wqkv16, hidden * s.qkv_width, WeightMatrix::kQkv, l,
+           ProjectionBound(hidden));
+    matrix(layer.wo, layer.wo16, size_t{s.q_width} * hidden, WeightMatrix::kO, l,
+           ProjectionBound(s.q_width));
+    matrix(layer.wgate_up, layer.wgate_up16, hidden * 2 * inter, WeightMatrix::kGateUp, l,
+           ProjectionBound(hidden));
+    matrix(layer.wdown, layer.wdown16, inter * hidden, WeightMatrix::kDown, l,
+           ProjectionBound(inter));
     FEATHER_CUDA_CHECK(cudaMemsetAsync(layer.k_pool.Reserve(pool_bytes), 0, pool_bytes, s.stream));
     FEATHER_CUDA_CHECK(cudaMemsetAsync(layer.v_pool.Reserve(pool_bytes), 0, pool_bytes, s.stream));
   }
-  const size_t table = size_t{model.vocab} * hidden;
-  s.Fill(s.lm_head, table, WeightMatrix::kLmHead, 0, ProjectionBound(hidden));
+  if (bf16) {
+    s.Fill16(s.lm_head16, scratch, table, WeightMatrix::kLmHead, 0, ProjectionBound(hidden));
+    // The embedding lookup reads the LM head when the embeddings are tied: keep it in fp32 too.
+    if (model.tied_embeddings) {
+      s.Fill(s.lm_head, table, WeightMatrix::kLmHead, 0, ProjectionBound(hidden));
+    }
+  } else {
+    s.Fill(s.lm_head, table, WeightMatrix::kLmHead, 0, ProjectionBound(hidden));
+  }
   if (!model.tied_embeddings) {
     s.Fill(s.embedding, table, WeightMatrix::kEmbedding, 0, EmbeddingBound());
   }
@@ -393,6 +454,13 @@ void CudaBackend::Linear(Buffer in, Weight w, uint32_t layer, Buffer out, uint32
   State& s = *state_;
   if (rows == 0) return;
   const auto [k, n] = s.WeightShape(w);
+  if (s.options.bf16_weights) {
+    const size_t elems = size_t{rows} * k;
+    LaunchToBf16(s.Data(in), s.input16.Reserve(elems), elems, s.stream);
+    s.gemm->Bf16Gemm(static_cast<int>(rows), static_cast<int>(n), static_cast<int>(k),
+                     s.input16.data(), s.WeightData16(w, layer), s.Data(out), /*fp32_out=*/true);
+    return;
+  }
   s.gemm->Sgemm(static_cast<int>(rows), static_cast<int>(n), static_cast<int>(k), s.Data(in),
                 s.WeightData(w, layer), s.Data(out));
 }

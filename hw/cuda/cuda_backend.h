@@ -5,15 +5,17 @@
 // CI (no GPU in this project's machines).
 //
 // Memory: fp32 weights filled on the device by the shared rule (hw/weight_init.h: the CPU
-// backend's values bit for bit, for the same model and seed), one K and one V pool per layer of
+// backend's values bit for bit, for the same model and seed; rounded to bf16 with
+// CudaBackendOptions::bf16_weights), one K and one V pool per layer of
 // kv_cache_blocks pages (fp32 for dtype_bytes 4, bf16 for 2, or fp16 by option), activations that
 // only grow. BeginStep copies the step's layout arrays to the device and builds the attention
 // plans on the host (hw/cuda/attention_plan.h: decode or cascade suffix, the cascade prefix pass,
 // prefill), FlashInfer's plan-then-run. Every operation is asynchronous on the backend's stream;
 // Synchronize waits for it. Split-KV budget: SMs × 2 CTAs.
 //
-// Differences from the CPU backend, by design: GEMMs are cuBLAS fp32 (no TF32), reductions are
-// tree-ordered, so activations match the CPU's to rounding, not bit for bit.
+// Differences from the CPU backend, by design: GEMMs are cuBLAS fp32 (no TF32), or cuBLASLt bf16
+// with bf16 weights; reductions are tree-ordered, so activations match the CPU's to rounding, not
+// bit for bit.
 #pragma once
 
 #include <cstddef>
@@ -22,6 +24,7 @@
 #include <span>
 
 #include "hw/backend.h"
+#include "hw/cuda/cuda_variables.h"
 #include "hw/cuda/paged_attention_args.h"
 #include "hw/paged_kv.h"
 #include "sim/engine/model_config.h"
@@ -30,6 +33,12 @@ namespace feather::hw::cuda {
 
 struct CudaBackendOptions {
   uint64_t weight_seed = 1;
+  // Weight matrices (QKV, O, gate·up, down, LM head) stored in bf16 and multiplied by cuBLASLt
+  // (bf16 inputs, fp32 accumulation and output; activations rounded to bf16 at each product), as
+  // a bf16 serving engine runs them: half the weight bytes of the fp32 default. The weights are
+  // the fp32 ones rounded, so logits differ from the CPU engine's by bf16 rounding, not bit for
+  // bit. Default: FEATHER_CUDA_WEIGHTS=bf16|fp32 (fp32 when unset; another value: exit 2).
+  bool bf16_weights = Bf16WeightsFromEnvironment();
   bool fp16_kv = false;  // with model.dtype_bytes 2: fp16 instead of bf16 KV
   int ctas_per_sm = 2;   // split-KV grid budget per SM
 };

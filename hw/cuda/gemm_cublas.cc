@@ -10,9 +10,13 @@
 
 #include <dlfcn.h>
 
+#include <array>
+#include <memory>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "hw/cuda/cuda_check.h"
 
@@ -102,7 +106,19 @@ struct LtDescriptors {
   }
 };
 
+// One shape's descriptors and the heuristic's algorithm for it.
+struct LtPlan {
+  LtDescriptors d;
+  cublasLtMatmulAlgo_t algo{};
+};
+
 }  // namespace
+
+struct CublasGemm::LtPlans {
+  // A step runs five shapes (four per layer, the same in every layer, and the LM head) for its
+  // row count; a run meets as many row counts as batch sizes: a short list, searched in order.
+  std::vector<std::pair<std::array<int, 4>, std::unique_ptr<LtPlan>>> plans;
+};
 
 const char* CublasStatusText(cublasStatus_t status) { return Api().status_string(status); }
 
@@ -125,6 +141,7 @@ CublasGemm::CublasGemm(cudaStream_t stream, size_t lt_workspace_bytes)
 }
 
 CublasGemm::~CublasGemm() {
+  plans_.reset();  // their descriptors before the handle
   if (workspace_ != nullptr) cudaFree(workspace_);
   if (lt_ != nullptr) Api().lt_destroy(lt_);
   if (handle_ != nullptr) Api().destroy(handle_);
@@ -138,30 +155,48 @@ void CublasGemm::Sgemm(int m, int n, int k, const float* a, const float* b, floa
       Api().sgemm(handle_, CUBLAS_OP_N, CUBLAS_OP_N, n, m, k, &alpha, b, n, a, k, &beta, c, n));
 }
 
-void CublasGemm::Bf16Gemm(int m, int n, int k, const void* a, const void* b, void* c) {
-  LtDescriptors d;
-  FEATHER_CUBLAS_CHECK(Api().desc_create(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
-  FEATHER_CUBLAS_CHECK(Api().layout_create(&d.a, CUDA_R_16BF, static_cast<uint64_t>(n),
-                                           static_cast<uint64_t>(k), n));
-  FEATHER_CUBLAS_CHECK(Api().layout_create(&d.b, CUDA_R_16BF, static_cast<uint64_t>(k),
-                                           static_cast<uint64_t>(m), k));
-  FEATHER_CUBLAS_CHECK(Api().layout_create(&d.c, CUDA_R_16BF, static_cast<uint64_t>(n),
-                                           static_cast<uint64_t>(m), n));
-  FEATHER_CUBLAS_CHECK(Api().preference_create(&d.preference));
-  FEATHER_CUBLAS_CHECK(Api().preference_set(d.preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
-                                            &workspace_bytes_, sizeof workspace_bytes_));
-  cublasLtMatmulHeuristicResult_t heuristic{};
-  int found = 0;
-  FEATHER_CUBLAS_CHECK(
-      Api().heuristic(lt_, d.op, d.a, d.b, d.c, d.c, d.preference, 1, &heuristic, &found));
-  if (found == 0) {
-    throw std::runtime_error("cuBLASLt found no bf16 algorithm for " + std::to_string(m) + "x" +
-                             std::to_string(n) + "x" + std::to_string(k));
+void CublasGemm::Bf16Gemm(int m, int n, int k, const void* a, const void* b, void* c,
+                          bool fp32_out) {
+  if (!plans_) plans_ = std::make_unique<LtPlans>();
+  const std::array<int, 4> key{m, n, k, fp32_out ? 1 : 0};
+  LtPlan* plan = nullptr;
+  for (auto& [shape, p] : plans_->plans) {
+    if (shape == key) plan = p.get();
+  }
+  if (plan == nullptr) {
+    auto fresh = std::make_unique<LtPlan>();
+    LtDescriptors& d = fresh->d;
+    const cudaDataType_t out_type = fp32_out ? CUDA_R_32F : CUDA_R_16BF;
+    FEATHER_CUBLAS_CHECK(Api().desc_create(&d.op, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    FEATHER_CUBLAS_CHECK(Api().layout_create(&d.a, CUDA_R_16BF, static_cast<uint64_t>(n),
+                                             static_cast<uint64_t>(k), n));
+    FEATHER_CUBLAS_CHECK(Api().layout_create(&d.b, CUDA_R_16BF, static_cast<uint64_t>(k),
+                                             static_cast<uint64_t>(m), k));
+    FEATHER_CUBLAS_CHECK(
+        Api().layout_create(&d.c, out_type, static_cast<uint64_t>(n), static_cast<uint64_t>(m), n));
+    FEATHER_CUBLAS_CHECK(Api().preference_create(&d.preference));
+    FEATHER_CUBLAS_CHECK(Api().preference_set(d.preference,
+                                              CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                              &workspace_bytes_, sizeof workspace_bytes_));
+    cublasLtMatmulHeuristicResult_t heuristic{};
+    int found = 0;
+    FEATHER_CUBLAS_CHECK(
+        Api().heuristic(lt_, d.op, d.a, d.b, d.c, d.c, d.preference, 1, &heuristic, &found));
+    if (found == 0) {
+      throw std::runtime_error("cuBLASLt found no bf16 algorithm for " + std::to_string(m) + "x" +
+                               std::to_string(n) + "x" + std::to_string(k) +
+                               (fp32_out ? " with fp32 output" : ""));
+    }
+    fresh->algo = heuristic.algo;
+    plan = fresh.get();
+    plans_->plans.emplace_back(key, std::move(fresh));
   }
   const float alpha = 1.0F;
   const float beta = 0.0F;
-  FEATHER_CUBLAS_CHECK(Api().matmul(lt_, d.op, &alpha, b, d.a, a, d.b, &beta, c, d.c, c, d.c,
-                                    &heuristic.algo, workspace_, workspace_bytes_, stream_));
+  // Column-major Cᵀ[n×m] = Bᵀ[n×k] · Aᵀ[k×m], as Sgemm.
+  FEATHER_CUBLAS_CHECK(Api().matmul(lt_, plan->d.op, &alpha, b, plan->d.a, a, plan->d.b, &beta, c,
+                                    plan->d.c, c, plan->d.c, &plan->algo, workspace_,
+                                    workspace_bytes_, stream_));
 }
 
 }  // namespace feather::hw::cuda

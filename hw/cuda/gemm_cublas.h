@@ -4,8 +4,10 @@
 // Cᵀ = Bᵀ·Aᵀ so no operand is transposed in memory:
 //   Sgemm     fp32 in and out through cublasSgemm with CUBLAS_DEFAULT_MATH (no TF32: the model's
 //             layers stay comparable with the CPU engine's fp32 GEMMs);
-//   Bf16Gemm  bf16 in and out, fp32 accumulation, through cublasLtMatmul with the heuristic's
-//             first algorithm (the FLOP probe and any bf16 layer).
+//   Bf16Gemm  bf16 in, fp32 accumulation, bf16 out (the FLOP probe) or fp32 out (the layers of a
+//             backend with bf16 weights), through cublasLtMatmul with the heuristic's first
+//             algorithm; descriptors and algorithm are kept per shape, so a model step's
+//             repeated shapes query the heuristic once.
 // Asynchronous on the stream given at construction. Every call checked (cuda_check.h). The
 // libraries are opened with dlopen on first use (gemm_cublas.cc says why).
 #pragma once
@@ -15,6 +17,7 @@
 #include <cuda_runtime.h>
 
 #include <cstddef>
+#include <memory>
 #include <string>
 
 namespace feather::hw::cuda {
@@ -31,7 +34,7 @@ class CublasGemm {
   CublasGemm& operator=(const CublasGemm&) = delete;
 
   void Sgemm(int m, int n, int k, const float* a, const float* b, float* c);
-  void Bf16Gemm(int m, int n, int k, const void* a, const void* b, void* c);
+  void Bf16Gemm(int m, int n, int k, const void* a, const void* b, void* c, bool fp32_out = false);
 
  private:
   cudaStream_t stream_;
@@ -39,6 +42,8 @@ class CublasGemm {
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_;
+  struct LtPlans;  // cuBLASLt descriptors and algorithm per (m, n, k, output type)
+  std::unique_ptr<LtPlans> plans_;
 };
 
 }  // namespace feather::hw::cuda

@@ -245,87 +245,109 @@ SelfcheckStamp RunCudaSelfcheck(const CudaDeviceInfo& device, std::ostream& out)
         });
   }
 
-  report.Run("bf16 gemm cuBLASLt 64x96x128", [&](SelfcheckResult& r) {
-    constexpr int kM = 64, kN = 96, kK = 128;
-    Rng rng(5);
-    std::vector<uint16_t> a(kM * kK), b(kK * kN);
-    for (uint16_t& x : a) x = FloatToBf16(static_cast<float>(2 * rng.NextDouble() - 1));
-    for (uint16_t& x : b) x = FloatToBf16(static_cast<float>(2 * rng.NextDouble() - 1));
-    Arena arena;
-    uint16_t* c = arena.Alloc<uint16_t>(kM * kN);
-    {
-      CublasGemm gemm(nullptr);
-      gemm.Bf16Gemm(kM, kN, kK, arena.Upload(a), arena.Upload(b), c);
-      FEATHER_CUDA_CHECK(cudaDeviceSynchronize());
-    }
-    const std::vector<uint16_t> got = arena.Download(c, kM * kN);
-    double worst = 0, largest = 0;
-    for (int i = 0; i < kM; ++i) {
-      for (int j = 0; j < kN; ++j) {
-        double want = 0;
-        for (int p = 0; p < kK; ++p) {
-          want += double{Bf16ToFloat(a[static_cast<size_t>(i * kK + p)])} *
-                  Bf16ToFloat(b[static_cast<size_t>(p * kN + j)]);
-        }
-        const double err = std::fabs(Bf16ToFloat(got[static_cast<size_t>(i * kN + j)]) - want);
-        largest = std::max(largest, err);
-        worst = std::max(worst, err / (1 + std::fabs(want)));
+  // Both output types: bf16 (the FLOP probe's) and fp32 (the layers of bf16-weight engines).
+  for (const bool fp32_out : {false, true}) {
+    const std::string name =
+        std::string("bf16 gemm cuBLASLt 64x96x128") + (fp32_out ? " fp32 out" : "");
+    report.Run(name, [&](SelfcheckResult& r) {
+      constexpr int kM = 64, kN = 96, kK = 128;
+      Rng rng(5);
+      std::vector<uint16_t> a(kM * kK), b(kK * kN);
+      for (uint16_t& x : a) x = FloatToBf16(static_cast<float>(2 * rng.NextDouble() - 1));
+      for (uint16_t& x : b) x = FloatToBf16(static_cast<float>(2 * rng.NextDouble() - 1));
+      Arena arena;
+      void* c = fp32_out ? static_cast<void*>(arena.Alloc<float>(kM * kN))
+                         : static_cast<void*>(arena.Alloc<uint16_t>(kM * kN));
+      {
+        CublasGemm gemm(nullptr);
+        gemm.Bf16Gemm(kM, kN, kK, arena.Upload(a), arena.Upload(b), c, fp32_out);
+        FEATHER_CUDA_CHECK(cudaDeviceSynchronize());
       }
-    }
-    // bf16 output rounds to 8 significant bits, so the error grows with |want|: the check (and
-    // the figure printed) is relative to 1 + |want|.
-    r.max_abs_error = worst;
-    r.tolerance = 1e-2;
-    char detail[96];
-    std::snprintf(detail, sizeof detail, "relative to 1 + |reference|; largest absolute %.3g",
-                  largest);
-    r.detail = detail;
-    return worst <= r.tolerance;
-  });
+      std::vector<float> got(kM * kN);
+      if (fp32_out) {
+        got = arena.Download(static_cast<const float*>(c), kM * kN);
+      } else {
+        const std::vector<uint16_t> raw = arena.Download(static_cast<const uint16_t*>(c), kM * kN);
+        for (size_t i = 0; i < raw.size(); ++i) got[i] = Bf16ToFloat(raw[i]);
+      }
+      double worst = 0, largest = 0;
+      for (int i = 0; i < kM; ++i) {
+        for (int j = 0; j < kN; ++j) {
+          double want = 0;
+          for (int p = 0; p < kK; ++p) {
+            want += double{Bf16ToFloat(a[static_cast<size_t>(i * kK + p)])} *
+                    Bf16ToFloat(b[static_cast<size_t>(p * kN + j)]);
+          }
+          const double err = std::fabs(got[static_cast<size_t>(i * kN + j)] - want);
+          largest = std::max(largest, err);
+          worst = std::max(worst, err / (1 + std::fabs(want)));
+        }
+      }
+      // bf16 output rounds to 8 significant bits, so the error grows with |want|: the check (and
+      // the figure printed) is relative to 1 + |want|. With fp32 output only the fp32
+      // accumulation rounds (the products of bf16 values are exact in fp32).
+      r.max_abs_error = worst;
+      r.tolerance = fp32_out ? 1e-4 : 1e-2;
+      char detail[96];
+      std::snprintf(detail, sizeof detail, "relative to 1 + |reference|; largest absolute %.3g",
+                    largest);
+      r.detail = detail;
+      return worst <= r.tolerance;
+    });
+  }
 
   // The whole model step: engine: cuda against engine: cpu on the same plan (decode with a
-  // shared prefix, cascade on, and prefill chunks), fp32 KV, same weights (hw/weight_init.h).
-  report.Run("engine cuda vs cpu: logits of a 2-layer model step", [&](SelfcheckResult& r) {
-    ModelConfig model;
-    model.name = "selfcheck-tiny";
-    model.layers = 2;
-    model.hidden = 256;
-    model.heads = 8;
-    model.kv_heads = 2;
-    model.head_dim = 64;
-    model.intermediate = 512;
-    model.vocab = 1000;
-    model.dtype_bytes = 4;
-    SyntheticBatchSpec spec;
-    spec.decode_requests = 9;
-    spec.groups = 1;
-    spec.shared_prefix_tokens = 96;
-    spec.suffix_tokens = 40;
-    spec.suffix_jitter_tokens = 39;
-    spec.prefill_requests = 2;
-    spec.prefill_context_tokens = 33;
-    spec.prefill_chunk_tokens = 17;
-    const SyntheticBatch batch = MakeSyntheticBatch(spec);
-    CpuEngine cpu(model, batch.pool_blocks, 16, CpuEngineOptions{.num_threads = 1});
-    CudaEngine gpu(model, batch.pool_blocks, 16);
-    (void)cpu.Execute(batch.plan);
-    (void)gpu.Execute(batch.plan);
-    const auto want = cpu.last_logits();
-    const auto got = gpu.last_logits();
-    if (got.size() != want.size() || want.empty()) {
-      r.detail = "logits sizes differ: " + std::to_string(got.size()) + " vs " +
-                 std::to_string(want.size());
-      return false;
-    }
-    double scale = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      scale = std::max(scale, double{std::fabs(want[i])});
-      r.max_abs_error = std::max(r.max_abs_error, double{std::fabs(got[i] - want[i])});
-    }
-    r.tolerance = 1e-3 * (1 + scale);
-    r.detail = "cascade " + std::string(gpu.last_shape().cascade() ? "used" : "not used");
-    return r.max_abs_error <= r.tolerance;
-  });
+  // shared prefix, cascade on, and prefill chunks), fp32 KV, same weights (hw/weight_init.h):
+  // fp32 weights to rounding; bf16 weights (the same values rounded, activations rounded at each
+  // product) within a tolerance sized for bf16, which a wrong layout or operand would exceed by
+  // far (its error would be of the logits' own scale).
+  for (const bool bf16_weights : {false, true}) {
+    const std::string name = std::string("engine cuda vs cpu: logits of a 2-layer model step") +
+                             (bf16_weights ? ", bf16 weights" : "");
+    report.Run(name, [&](SelfcheckResult& r) {
+      ModelConfig model;
+      model.name = "selfcheck-tiny";
+      model.layers = 2;
+      model.hidden = 256;
+      model.heads = 8;
+      model.kv_heads = 2;
+      model.head_dim = 64;
+      model.intermediate = 512;
+      model.vocab = 1000;
+      model.dtype_bytes = 4;
+      SyntheticBatchSpec spec;
+      spec.decode_requests = 9;
+      spec.groups = 1;
+      spec.shared_prefix_tokens = 96;
+      spec.suffix_tokens = 40;
+      spec.suffix_jitter_tokens = 39;
+      spec.prefill_requests = 2;
+      spec.prefill_context_tokens = 33;
+      spec.prefill_chunk_tokens = 17;
+      const SyntheticBatch batch = MakeSyntheticBatch(spec);
+      CpuEngine cpu(model, batch.pool_blocks, 16, CpuEngineOptions{.num_threads = 1});
+      CudaEngineOptions options;
+      options.backend.bf16_weights = bf16_weights;
+      CudaEngine gpu(model, batch.pool_blocks, 16, options);
+      (void)cpu.Execute(batch.plan);
+      (void)gpu.Execute(batch.plan);
+      const auto want = cpu.last_logits();
+      const auto got = gpu.last_logits();
+      if (got.size() != want.size() || want.empty()) {
+        r.detail = "logits sizes differ: " + std::to_string(got.size()) + " vs " +
+                   std::to_string(want.size());
+        return false;
+      }
+      double scale = 0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        scale = std::max(scale, double{std::fabs(want[i])});
+        r.max_abs_error = std::max(r.max_abs_error, double{std::fabs(got[i] - want[i])});
+      }
+      r.tolerance = (bf16_weights ? 3e-2 : 1e-3) * (1 + scale);
+      r.detail = "cascade " + std::string(gpu.last_shape().cascade() ? "used" : "not used");
+      return r.max_abs_error <= r.tolerance;
+    });
+  }
 
   const auto sheet = FindDatasheet(device.name);
   const size_t probe_bytes = size_t{512} << 20;

@@ -7,7 +7,6 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <map>
 #include <vector>
 
@@ -198,29 +197,6 @@ TEST(AttentionPlanTest, BadInputIsNamed) {
   in.qo_indptr = qo.data();
   in.causal = true;
   EXPECT_EQ(BuildAttentionPlan(in, plan), "entry 0: 21 causal rows but only 20 tokens");
-}
-
-// FEATHER_CUDA_ATTENTION is read once per process, so each case runs in a fresh child process.
-TEST(AttentionPlanDeathTest, KernelVariableChoosesDecodeOrGeneralAndRejectsOthers) {
-  GTEST_FLAG_SET(death_test_style, "threadsafe");
-  EXPECT_EXIT(
-      {
-        unsetenv("FEATHER_CUDA_ATTENTION");
-        std::exit(DecodeKernelFromEnvironment() ? 3 : 4);
-      },
-      ::testing::ExitedWithCode(3), "");
-  EXPECT_EXIT(
-      {
-        setenv("FEATHER_CUDA_ATTENTION", "general", 1);
-        std::exit(DecodeKernelFromEnvironment() ? 3 : 4);
-      },
-      ::testing::ExitedWithCode(4), "");
-  EXPECT_EXIT(
-      {
-        setenv("FEATHER_CUDA_ATTENTION", "decode", 1);
-        (void)DecodeKernelFromEnvironment();
-      },
-      ::testing::ExitedWithCode(2), "FEATHER_CUDA_ATTENTION=decode: unknown");
 }
 
 }  // namespace
