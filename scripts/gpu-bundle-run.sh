@@ -7,7 +7,7 @@
 #   llama-3-8b); bench experiments --target cuda --model llama-3-8b with the decode kernel, with
 #   the general one (FEATHER_CUDA_ATTENTION=general) and with bf16 weights
 #   (FEATHER_CUDA_WEIGHTS=bf16), side by side; validate --engine cuda on
-#   scenarios/validation/*.yaml with the cpu-small profile.
+#   scenarios/validation/*.yaml with the cpu-small profile; ncu on the attention kernels.
 # Usage: scripts/gpu-bundle-run.sh [SECONDS]   (stop starting steps after SECONDS; default 420)
 # The session-14 run of these steps on an H100 took 150-270 s (results/cuda-h100/README.md).
 set -uo pipefail
@@ -80,6 +80,14 @@ if [[ -f $o/calibrate/cuda-cpu-small-quick.yaml ]]; then
     TAIL=10 step "validate-$name" 60 "${feather[@]}" validate "$scenario" --engine cuda \
       --profile "$o/calibrate/cuda-cpu-small-quick.yaml" --out "$o/validate-cuda/$name"
   done
+fi
+# Nsight Compute on the attention kernels, one launch per launch configuration (grid size), so
+# the samples span small and large batches; last, because it is the least needed.
+if command -v ncu >/dev/null; then
+  TAIL=20 step ncu-attention 120 ncu --kernel-name regex:'DecodeAttention|PagedAttention' \
+    --filter-mode per-launch-config --launch-count 8 --section SpeedOfLight \
+    --section MemoryWorkloadAnalysis --section Occupancy "${feather[@]}" calibrate --target cuda \
+    --quick --model llama-3-8b --stamp "$stamp" --out "$work/ncu-calibration.yaml"
 fi
 pack
 echo "gpu-bundle-run.sh: done in $(($(date +%s) - t0)) s; everything in $out/gpu-run.tgz"
