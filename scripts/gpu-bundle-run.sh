@@ -9,7 +9,8 @@
 #   (FEATHER_CUDA_WEIGHTS=bf16), side by side; validate --engine cuda on
 #   scenarios/validation/*.yaml with the cpu-small profile; ncu on the attention kernels.
 # Usage: scripts/gpu-bundle-run.sh [SECONDS]   (stop starting steps after SECONDS; default 420)
-# The session-14 run of these steps on an H100 took 150-270 s (results/cuda-h100/README.md).
+# In session 14 these steps (before the bf16-weight and ncu ones) took 150-270 s on an H100
+# (results/cuda-h100/README.md); all of them need about 400 s.
 set -uo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$root" || exit 2
