@@ -98,6 +98,24 @@ std::string RowsToCsv(std::span<const std::string> labels, std::span<const Measu
   return csv.str();
 }
 
+std::string PassesToCsv(std::span<const std::string> labels,
+                        std::span<const std::vector<StepTiming>> repetitions) {
+  std::ostringstream csv;
+  csv << "label,pass";
+  for (size_t t = 0; t < kNumStepTerms; ++t) csv << ',' << MeasuredColumn(t);
+  csv << ",measured_total_ns\n";
+  for (size_t i = 0; i < repetitions.size(); ++i) {
+    const std::string label = Quote(i < labels.size() ? labels[i] : std::string());
+    for (size_t pass = 0; pass < repetitions[i].size(); ++pass) {
+      const StepTiming& timing = repetitions[i][pass];
+      csv << label << ',' << pass + 1;
+      for (const int64_t ns : timing.term_ns) csv << ',' << ns;
+      csv << ',' << timing.total_ns << '\n';
+    }
+  }
+  return csv.str();
+}
+
 std::vector<LabeledRow> ParseRowsCsv(std::string_view text, const std::string& display_name) {
   CappedInputProblems problems(display_name);
   const std::vector<std::string_view> lines = SplitLines(text);

@@ -44,6 +44,13 @@ struct LabeledRow {
                                     std::span<const MeasuredStep> rows, const StepPricer& fitted,
                                     uint32_t holdout_every);
 
+// PROFILE-passes.csv, beside the rows: every timed repetition of every row in pass order, one
+// line each (label, pass from 1, the measured_<term>_ns columns, measured_total_ns), so that what
+// a row's median hides shows: a pass in which the machine ran slower, a row slow in every pass.
+// Diagnostic output: nothing in feather reads it. `labels` and `repetitions` have the same length.
+[[nodiscard]] std::string PassesToCsv(std::span<const std::string> labels,
+                                      std::span<const std::vector<StepTiming>> repetitions);
+
 // Parses rows written by RowsToCsv; `display_name` names the file in messages.
 [[nodiscard]] std::vector<LabeledRow> ParseRowsCsv(std::string_view text,
                                                    const std::string& display_name);

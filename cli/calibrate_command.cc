@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 #include <numeric>
 #include <ostream>
+#include <span>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -21,6 +22,7 @@
 #include "calib/cpu_calibration.h"
 #include "calib/cuda_calibration.h"
 #include "calib/fit.h"
+#include "calib/harness.h"
 #include "calib/published_rows.h"
 #include "calib/ratio_fit.h"
 #include "calib/rows_csv.h"
@@ -46,6 +48,19 @@ namespace fs = std::filesystem;
 // PROFILE-rows.csv beside PROFILE.yaml.
 fs::path RowsPathOf(const fs::path& profile_path) {
   return profile_path.parent_path() / (profile_path.stem().string() + "-rows.csv");
+}
+
+// PROFILE-passes.csv beside PROFILE.yaml: every timed repetition of a live calibration's rows.
+fs::path WritePasses(const std::vector<std::string>& labels,
+                     std::span<const calib::StepMeasurement> measurements,
+                     const fs::path& profile_path) {
+  std::vector<std::vector<StepTiming>> repetitions;
+  repetitions.reserve(measurements.size());
+  for (const calib::StepMeasurement& m : measurements) repetitions.push_back(m.repetitions);
+  if (profile_path.has_parent_path()) fs::create_directories(profile_path.parent_path());
+  const fs::path path = profile_path.parent_path() / (profile_path.stem().string() + "-passes.csv");
+  WriteFileAtomically(path, calib::PassesToCsv(labels, repetitions));
+  return path;
 }
 
 // Writes the fitted profile and its rows (atomically) and prints the fit report.
@@ -128,7 +143,9 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
 
   std::vector<std::string> labels;
   for (const calib::GridPoint& point : grid) labels.push_back(point.label);
+  const fs::path passes_path = WritePasses(labels, measurements, out_path);
   WriteFitOutputs(fit, model, labels, rows, fit_options, out_path, started, out);
+  out << "every timed repetition: " << passes_path.string() << "\n";
   return 0;
 }
 

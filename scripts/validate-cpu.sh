@@ -5,7 +5,7 @@
 #                           [--profile PROFILE.yaml]   (skip calibration, validate against it)
 #                           [--allow-foreign-profile]  (passed to validate: on a loaded VM the
 #                           DRAM probe of the same host can drift past hw/foreign_host.h's 40 %)
-# Writes OUT_DIR/cpu.yaml + cpu-rows.csv (calibrate), OUT_DIR/<scenario>/ (validate: its
+# Writes OUT_DIR/cpu.yaml + cpu-rows.csv + cpu-passes.csv (calibrate), OUT_DIR/<scenario>/ (validate: its
 # validation.json, same-plan-rows.csv, run folders), OUT_DIR/host.json (`feather info --json`)
 # and OUT_DIR/load.log: `uptime` before and after each command, since on a shared VM the load
 # decides what a figure means. --requests R scales the scenarios down (the smallest case that

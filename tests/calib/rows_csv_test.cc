@@ -56,6 +56,25 @@ TEST(RowsCsv, WrittenRowsReadBackBitForBit) {
 // The refit of the committed rows on the committed profile reaches the errors the live
 // calibration recorded (same rows, same split; the fit starts from the fitted values, so the
 // optimum may move a little, never the error by much).
+// Golden: one line per timed repetition, labels quoted (a quote doubled), passes from 1.
+TEST(RowsCsv, PassesListEveryRepetitionInPassOrder) {
+  StepTiming a;
+  a.term_ns = {10, 20, 0, 0, 0, 5};
+  a.total_ns = 35;
+  StepTiming b = a;
+  b.term_ns[0] = 40;
+  b.total_ns = 65;
+  const std::vector<std::string> labels = {"decode B=1", "say \"x\""};
+  const std::vector<std::vector<StepTiming>> repetitions = {{a, b}, {b}};
+  EXPECT_EQ(PassesToCsv(labels, repetitions),
+            "label,pass,measured_gemm_ns,measured_decode_attention_ns,measured_kv_reuse_ns,"
+            "measured_cascade_prefix_ns,measured_prefill_attention_ns,measured_overhead_ns,"
+            "measured_total_ns\n"
+            "\"decode B=1\",1,10,20,0,0,0,5,35\n"
+            "\"decode B=1\",2,40,20,0,0,0,5,65\n"
+            "\"say \"\"x\"\"\",1,40,20,0,0,0,5,65\n");
+}
+
 TEST(RowsCsv, TheCommittedRowsRefitToTheCommittedErrors) {
   const ModelConfig model = LoadModelConfig(kSource + "/scenarios/models/cpu-small.yaml");
   const DeviceProfile profile = LoadDeviceProfile(kSource + "/results/profiles/cpu.yaml");
