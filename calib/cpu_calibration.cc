@@ -116,17 +116,21 @@ std::vector<GridPoint> CalibrationGrid(bool quick) {
   return mixed;
 }
 
-Probes RunProbes(bool quick, int threads, hw::GemmBackend backend, size_t llc_bytes) {
+size_t DramProbeBytes(size_t llc_bytes) {
+  return std::max(hw::BandwidthOptions{}.array_bytes, 8 * llc_bytes);
+}
+
+Probes RunProbes(int threads, hw::GemmBackend backend, size_t llc_bytes) {
   Probes probes;
-  hw::BandwidthOptions dram = quick ? hw::BandwidthOptions::Quick() : hw::BandwidthOptions{};
+  hw::BandwidthOptions dram;
+  dram.array_bytes = DramProbeBytes(llc_bytes);
   dram.num_threads = threads;
   probes.dram = hw::MeasureReadBandwidth(dram);
   hw::BandwidthOptions llc = dram;
   llc.array_bytes = std::max<size_t>(llc_bytes / 4, size_t{1} << 20);
   llc.repetitions = std::max(llc.repetitions, 20);
   probes.llc = hw::MeasureReadBandwidth(llc);
-  const hw::PeakGemmOptions gemm = quick ? hw::PeakGemmOptions::Quick() : hw::PeakGemmOptions{};
-  probes.gemm_peak = hw::MeasurePeakGemmFlops(backend, threads, gemm);
+  probes.gemm_peak = hw::MeasurePeakGemmFlops(backend, threads, hw::PeakGemmOptions{});
   return probes;
 }
 

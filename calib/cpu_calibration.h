@@ -49,7 +49,16 @@ struct Probes {
   hw::GemmFlopsResult gemm_peak;
 };
 
-[[nodiscard]] Probes RunProbes(bool quick, int threads, hw::GemmBackend backend, size_t llc_bytes);
+// The DRAM probe's array: eight times the LLC (llc_bytes, as the host reports it; 0 when
+// unknown) and at least 256 MiB.
+[[nodiscard]] size_t DramProbeBytes(size_t llc_bytes);
+
+// The probes, with or without `calibrate --quick` (which shrinks the grid only). They once took
+// hw's Quick() settings with --quick, and on a noisy 2-vCPU VM those failed both ways
+// (session 14, Zen 4 with a 32 MiB L3): 16 MiB "DRAM" arrays read the L3 at 65.6 GB/s where DRAM
+// gives ~32, and 3 x 5 ms GEMM products read a peak of 33.7 GFLOP/s where it is ~200, and the fit
+// anchored on them missed by 218 %. The full probes add about a second.
+[[nodiscard]] Probes RunProbes(int threads, hw::GemmBackend backend, size_t llc_bytes);
 
 // The starting profile of a CPU fit: memory budget, peaks from the probes, sm_count = threads.
 [[nodiscard]] DeviceProfile CpuBaseProfile(const Probes& probes, const HostInfo& host,

@@ -418,7 +418,7 @@ int Main(int argc, char** argv) {
       ->delimiter(',')
       ->needs(refit_option);
   calibrate->add_flag("--quick", calibrate_options.quick,
-                      "A smaller grid and shorter probes (about 3 minutes; for CI)");
+                      "A smaller grid, the same probes (about 1 minute; for CI)");
   calibrate->add_option("--out", calibrate_options.out_path,
                         "Profile to write (default: out/calibrate/cpu[-quick].yaml)");
   calibrate->add_option("--model", calibrate_options.model,

@@ -11,6 +11,18 @@ namespace {
 
 using hw::attention_internal::AttentionIsa;
 
+// The DRAM probe must not fit in the LLC: a 16 MiB probe once read a 32 MiB L3 at twice DRAM's
+// bandwidth.
+TEST(CpuCalibrationTest, DramProbeArraysOutgrowTheLlc) {
+  constexpr size_t kMiB = size_t{1} << 20;
+  for (const size_t llc : {size_t{0}, 8 * kMiB, 32 * kMiB, 96 * kMiB, 1152 * kMiB}) {
+    EXPECT_GE(DramProbeBytes(llc), 8 * llc) << "llc " << llc;
+    EXPECT_GE(DramProbeBytes(llc), 256 * kMiB) << "llc " << llc;
+  }
+  EXPECT_EQ(DramProbeBytes(32 * kMiB), 256 * kMiB);
+  EXPECT_EQ(DramProbeBytes(96 * kMiB), 768 * kMiB);
+}
+
 TEST(CpuCalibrationTest, KernelPathNameFollowsTheTileStepInUse) {
   const struct {
     AttentionIsa isa;
