@@ -232,9 +232,8 @@ int CudaExperiments(const BenchExperimentsOptions& options, std::ostream& out) {
   hw::WriteBenchTables(fs::path(options.out_dir) / "experiments.h5", tables, host);
   WriteFileAtomically(fs::path(options.out_dir) / "experiments.csv", Csv(tables, rows));
   PrintSummary(out, rows);
-  out << "wrote " << options.out_dir << "/experiments.h5 and experiments.csv (CUDA, weights "
-      << (hw::cuda::Bf16WeightsFromEnvironment() ? "bf16" : "fp32") << ", attention "
-      << (hw::cuda::DecodeKernelFromEnvironment() ? "auto" : "general")
+  out << "wrote " << options.out_dir << "/experiments.h5 and experiments.csv (CUDA, "
+      << hw::cuda::CudaKernelChoices()
       << ", with CUPTI dram_bytes_read and l2_hit_rate per point)\n";
   return 0;
 }

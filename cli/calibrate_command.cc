@@ -45,9 +45,12 @@ namespace {
 
 namespace fs = std::filesystem;
 
-// PROFILE-rows.csv beside PROFILE.yaml.
+// PROFILE<suffix> beside PROFILE.yaml ("-rows.csv", "-passes.csv").
+fs::path BesideProfile(const fs::path& profile_path, const char* suffix) {
+  return profile_path.parent_path() / (profile_path.stem().string() + suffix);
+}
 fs::path RowsPathOf(const fs::path& profile_path) {
-  return profile_path.parent_path() / (profile_path.stem().string() + "-rows.csv");
+  return BesideProfile(profile_path, "-rows.csv");
 }
 
 // PROFILE-passes.csv beside PROFILE.yaml: every timed repetition of a live calibration's rows.
@@ -58,7 +61,7 @@ fs::path WritePasses(const std::vector<std::string>& labels,
   repetitions.reserve(measurements.size());
   for (const calib::StepMeasurement& m : measurements) repetitions.push_back(m.repetitions);
   if (profile_path.has_parent_path()) fs::create_directories(profile_path.parent_path());
-  const fs::path path = profile_path.parent_path() / (profile_path.stem().string() + "-passes.csv");
+  const fs::path path = BesideProfile(profile_path, "-passes.csv");
   WriteFileAtomically(path, calib::PassesToCsv(labels, repetitions));
   return path;
 }
@@ -425,12 +428,10 @@ int CalibrateCuda(const CalibrateCommandOptions& options, std::ostream& out) {
   measured_on.cpu_model = host.cpu_model;
   measured_on.date_utc = host.date_utc;
   measured_on.build = {host.compiler, host.build_type, host.git_rev};
-  measured_on.kernel_variant =
-      "cuda " + device.name + " sm_" + std::to_string(device.cc_major) +
-      std::to_string(device.cc_minor) + " " + device.uuid + ", model " + model.name + ", weights " +
-      (hw::cuda::Bf16WeightsFromEnvironment() ? "bf16" : "fp32") + ", attention " +
-      (hw::cuda::DecodeKernelFromEnvironment() ? "auto" : "general") +
-      (options.quick ? ", quick grid" : "");
+  measured_on.kernel_variant = "cuda " + device.name + " sm_" + std::to_string(device.cc_major) +
+                               std::to_string(device.cc_minor) + " " + device.uuid + ", model " +
+                               model.name + ", " + hw::cuda::CudaKernelChoices() +
+                               (options.quick ? ", quick grid" : "");
   measured_on.threads = 1;
   base.measured_on = measured_on;
   calib::FitOptions fit_options;

@@ -237,7 +237,7 @@ struct CudaBackend::State {
     a.num_heads = model.heads;
     a.kv_heads = model.kv_heads;
     a.scale = scale;
-    a.decode_kernel = DecodeKernelFromEnvironment();
+    a.decode_kernel = options.decode_kernel;
     plan.Fill(a);
     return a;
   }

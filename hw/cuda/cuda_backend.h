@@ -39,6 +39,9 @@ struct CudaBackendOptions {
   // the fp32 ones rounded, so logits differ from the CPU engine's by bf16 rounding, not bit for
   // bit. Default: FEATHER_CUDA_WEIGHTS=bf16|fp32 (fp32 when unset; another value: exit 2).
   bool bf16_weights = Bf16WeightsFromEnvironment();
+  // The decode kernel for plans of one row per item (hw/cuda/attention_kernels.h); false: the
+  // general kernel for every plan. Default: FEATHER_CUDA_ATTENTION=auto|general (auto if unset).
+  bool decode_kernel = DecodeKernelFromEnvironment();
   bool fp16_kv = false;  // with model.dtype_bytes 2: fp16 instead of bf16 KV
   int ctas_per_sm = 2;   // split-KV grid budget per SM
 };

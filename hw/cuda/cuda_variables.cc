@@ -2,6 +2,7 @@
 #include "hw/cuda/cuda_variables.h"
 
 #include <cstddef>
+#include <string>
 #include <string_view>
 
 #include "hw/isa_variable.h"
@@ -28,6 +29,11 @@ bool Bf16WeightsFromEnvironment() {
     return ChoiceFromVariable("FEATHER_CUDA_WEIGHTS", kNames, 0, NothingMissing) == 1;
   }();
   return bf16;
+}
+
+std::string CudaKernelChoices() {
+  return std::string("weights ") + (Bf16WeightsFromEnvironment() ? "bf16" : "fp32") +
+         ", attention " + (DecodeKernelFromEnvironment() ? "auto" : "general");
 }
 
 }  // namespace feather::hw::cuda

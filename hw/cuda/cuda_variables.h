@@ -9,9 +9,15 @@
 //                           matrices, cuBLASLt (CudaBackendOptions::bf16_weights)
 #pragma once
 
+#include <string>
+
 namespace feather::hw::cuda {
 
 [[nodiscard]] bool DecodeKernelFromEnvironment();
 [[nodiscard]] bool Bf16WeightsFromEnvironment();
+
+// "weights fp32|bf16, attention auto|general": the choices the two variables make, for the
+// provenance a measurement prints and records (calibrate's kernel_variant, bench experiments).
+[[nodiscard]] std::string CudaKernelChoices();
 
 }  // namespace feather::hw::cuda

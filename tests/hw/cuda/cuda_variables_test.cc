@@ -53,5 +53,23 @@ TEST(CudaVariablesDeathTest, WeightsChooseFp32OrBf16AndRejectOthers) {
       ::testing::ExitedWithCode(2), "FEATHER_CUDA_WEIGHTS=fp16: unknown");
 }
 
+TEST(CudaVariablesDeathTest, ChoicesNameBothVariables) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        setenv("FEATHER_CUDA_WEIGHTS", "bf16", 1);
+        setenv("FEATHER_CUDA_ATTENTION", "general", 1);
+        std::exit(CudaKernelChoices() == "weights bf16, attention general" ? 3 : 4);
+      },
+      ::testing::ExitedWithCode(3), "");
+  EXPECT_EXIT(
+      {
+        unsetenv("FEATHER_CUDA_WEIGHTS");
+        unsetenv("FEATHER_CUDA_ATTENTION");
+        std::exit(CudaKernelChoices() == "weights fp32, attention auto" ? 3 : 4);
+      },
+      ::testing::ExitedWithCode(3), "");
+}
+
 }  // namespace
 }  // namespace feather::hw::cuda
