@@ -21,33 +21,23 @@ uint32_t ConvergePolicy::MixedBatchRequests(const StopContext& c) {
 }
 
 void ConvergePolicy::OnStepExecuted(const StepFeedback& f) {
-  if (!gated_) return;
-  const uint64_t before = model_.fit().observed;
-  model_.OnStepExecuted(f);
-  if (model_.fit().observed == before) return;  // not fitted (no decode, no shape reported)
-  ++(f.cascade_used ? cascade_steps_ : plain_steps_);
+  if (gated_) model_.OnStepExecuted(f);
 }
 
-bool ConvergePolicy::GateCanOpen() {
-  if (!gated_) return false;
-  if (cascade_steps_ < kMinStepsOfEachKind || plain_steps_ < kMinStepsOfEachKind) return false;
-  // A fit that prices repeated reads at nothing cannot tell what cascade saves.
-  const auto coefficients = model_.Coefficients();
-  return coefficients && (*coefficients)[3] > 0;
-}
-
-std::optional<double> ConvergePolicy::MixedRate(const StopContext& c, uint32_t big) {
+std::optional<double> ConvergePolicy::MixedRate(
+    const std::array<double, DecodeTimeFit::kTerms>& prices, const StopContext& c,
+    uint32_t big) const {
   const uint32_t n = c.batch_size;
   const uint64_t added = big - n;
   // The added requests are taken to hold distinct tokens as the batch's do on average (their
   // own and their share of a group prefix), plus the candidate's uncached tokens once.
   const uint64_t own = c.candidate_tokens - std::min(c.candidate_tokens, c.candidate_cached_tokens);
-  const std::optional<double> t = model_.PredictDecodeMs(
-      big, c.batch_kv_tokens + added * c.candidate_tokens,
+  const double t = model_.PredictDecodeMsWith(
+      prices, big, c.batch_kv_tokens + added * c.candidate_tokens,
       c.batch_unique_kv_tokens + added * (c.batch_unique_kv_tokens / n) + own,
       /*common_prefix_tokens=*/0);
-  if (!t || !(*t > 0)) return std::nullopt;
-  return static_cast<double>(big) / *t;
+  if (!(t > 0)) return std::nullopt;
+  return static_cast<double>(big) / t;
 }
 
 StopDecision ConvergePolicy::Decide(const StopContext& c) {
@@ -63,18 +53,19 @@ StopDecision ConvergePolicy::Decide(const StopContext& c) {
   // Rule 2 (a homogeneous batch) or 3 (a mixed one, converging to G): Stop, unless the gate
   // opens: the batch kept to its group, refilled from the group's waiting requests, decoding
   // with cascade, against the mixed batch that admitting leads to.
-  if (!GateCanOpen()) return StopDecision::kStop;
+  const auto prices = gated_ ? model_.TiedReadCoefficients() : std::nullopt;
+  if (!prices) return StopDecision::kStop;
   const uint32_t big = MixedBatchRequests(c);
   const uint32_t m = homogeneous ? n : g.requests;
   const uint32_t prefix = homogeneous ? c.batch_common_prefix_tokens : g.prefix_tokens;
   const uint32_t kept = std::max(m, std::min(big, m + g.waiting));
   const double avg = static_cast<double>(c.batch_kv_tokens) / n;
   const double unique = prefix + std::max(0.0, avg - prefix) * kept;
-  const std::optional<double> t = model_.PredictDecodeMs(
-      kept, static_cast<uint64_t>(avg * kept), static_cast<uint64_t>(unique), prefix);
-  if (!t || !(*t > 0)) return StopDecision::kStop;
-  const std::optional<double> mixed = MixedRate(c, big);
-  return mixed && *mixed > kept / *t ? StopDecision::kAdd : StopDecision::kStop;
+  const double t = model_.PredictDecodeMsWith(*prices, kept, static_cast<uint64_t>(avg * kept),
+                                              static_cast<uint64_t>(unique), prefix);
+  if (!(t > 0)) return StopDecision::kStop;
+  const std::optional<double> mixed = MixedRate(*prices, c, big);
+  return mixed && *mixed > kept / t ? StopDecision::kAdd : StopDecision::kStop;
 }
 
 }  // namespace feather

@@ -33,51 +33,53 @@
 // The gate (`converge`; `converge-shape` has none and always stops in 2 and 3). Holding a group
 // together pays only if the group can fill a batch: with 50-100 prefix groups of a few dozen
 // requests each, a homogeneous batch holds a few dozen requests, and the mixed batch of hundreds
-// that admitting leads to decodes faster even without cascade (its repeated prefix reads hit the
-// GPU's L2; results/policy-suite/2026-11-24-refit: converge-shape 0.47x the oracle at 100
-// groups). So rules 2 and 3 compare two decode steps, priced by the online fit that mpc uses
-// (mpc_policy.h: t ≈ c0 + c1·n + c2·U + c3·(T − U), fitted from the steps executed, no training):
+// that admitting leads to decodes faster even without cascade (results/policy-suite/
+// 2026-11-24-refit: converge-shape 0.47x the oracle at 100 groups). So rules 2 and 3 compare two
+// decode steps, priced by the online fit that mpc uses (mpc_policy.h, fitted from the steps
+// executed, no training) with one price per KV read, repeated or not (TiedReadCoefficients:
+// t ≈ c0 + c1·n + c2·T, T the KV tokens read):
 //   kept:  G's requests plus G's waiting peers (PrefixGroup::waiting), up to the mixed batch's
 //          size, at the batch's mean sequence length, cascade over G's prefix;
 //   mixed: the batch plus the waiting, up to max_batch_requests and to what the free KV holds of
 //          requests like the batch's (MixedBatchRequests), no cascade; each added request reads
 //          the candidate's sequence length and holds the batch's distinct tokens per request.
-// The gate opens (Add) when the mixed step is predicted to decode more requests per ms. It stays
-// shut (`converge` then decides as `converge-shape`, whose Stops make the cascade steps the fit
-// needs) until the fit can tell what cascade saves: it has seen kMinStepsOfEachKind decode steps
-// with cascade and as many without (see cascade_steps_), and it prices a repeated read above
-// zero (c3 > 0: non-negative least squares sets c3 to 0 when the repeated reads are collinear
-// with the other terms, and a gate that believed it would always mix: radix-2 0.88x the oracle
-// in development); and where the caller does not report the step's shape in StepFeedback. The
-// fit never forgets (forgetting 1): the hardware does not change within a run, and a policy that
-// holds batches homogeneous stops seeing the mixed steps that pin c3.
-// Known weakness (results/policy-suite/2026-11-24-gate: groups-50, 0.83x the oracle): rule 3 can
-// hold a mixed batch of a dozen requests for a long time, because the CHT proposes the oldest
-// candidate with nothing missing, often of another group already in the batch, and each Stop
-// ends the round before G's waiting peers are proposed; steps that small do not separate c3 from
-// c1, so the gate stays shut meanwhile. Two fixes were tried and measured on 2026-11-25 (groups-50
-// of the suite's base scenario, scheduler_time zero: converge 2,787 tok/s, the oracle 3,343), and
-// neither was kept:
-//   - A Skip decision (hold this candidate back, take the selector's next; prototyped with a CHT
-//     that parks a request for the rest of the round, up to 256 skips a round): 2,572 tok/s
-//     (16 skips a round: 2,662), and the default scenario 4,623 against 4,791. The batch does
-//     converge to G, but G holds 7-12 requests early on (two arrivals a second per group), too
-//     few for cascade (kCascadeMinRequests); the gate then stays shut until ~190 s instead of
-//     ~110 s. The selector's order is not what holds groups-50 back; the gate's evidence is.
-//   - The gate opening once the repeated reads are identifiable (1 − R² of T − U on the other
-//     terms >= 0.1, the textbook variance-inflation bound) instead of once c3 > 0: groups-50
-//     2,372, groups-100 1,374 (2,812 before), default 4,665. Mixed steps leave T − U nearly
-//     collinear with n here (1 − R² 0.004 over the first 2,000 steps), so that test opens later
-//     than c3 > 0 does, not earlier.
+// The gate opens (Add) when the mixed step is predicted to decode more requests per ms; it is
+// shut (`converge` then decides as `converge-shape`) until the fit has mpc's min_steps steps, and
+// where the caller does not report the step's shape in StepFeedback. The fit never forgets
+// (forgetting 1): the hardware does not change within a run.
+//
+// Why one price per read. A GPU serves part of a mixed batch's repeated prefix reads from L2, so
+// the truth lies between "a repeated read is free" and "it costs a distinct one". mpc's fit
+// prices the two apart (c2, c3), but in the steps a run produces they are not separable: in a
+// mixed batch of one prompt length the repeated reads grow with n (c3 trades with c1), the
+// distinct ones with the groups present (c2 trades with c0), and non-negative least squares
+// flips between c2 = 0 and c3 = 0 as steps arrive. The gate first used that fit and opened only
+// once c3 > 0 after 16 cascade and 16 plain steps; it then waited ~110 s on groups-50 with small
+// mixed batches (0.83x the oracle), and once open it could shut for good when a refit set c3 to
+// 0 (the batch then runs homogeneous and never again produces the mixed steps that would price
+// c3: groups-100 0.47x the oracle on seed 3). Tied prices are identified from any steps, and
+// they price the mixed batch pessimistically (no L2 benefit), so the gate errs toward keeping
+// cascade. Measured with the suite's scenarios at scheduler_time zero, seeds 1/2/3
+// (results/policy-suite/2026-11-28-tied/): groups-50 0.83/0.85/0.85x → 0.94/0.95/0.97x the best
+// other scheduler, groups-100 0.97/0.82/0.47x → 0.99/0.97/0.96x, groups-10 1.09/1.04/1.08x →
+// 1.16/1.16/1.16x; the default 1.11/1.12/1.05x → 1.09/1.06/1.04x.
+// Known weakness: rule 3 can hold a mixed batch of a dozen requests while the gate is shut (the
+// first min_steps steps), and the tied prices keep the gate shut where L2 reuse would make the
+// mixed batch the faster one by a small margin (groups-50: 0.94-0.97x the oracle). Two other
+// fixes were tried on 2026-11-25 and not kept: a Skip decision (hold this candidate back, take
+// the selector's next; groups-50 2,572 tok/s against 2,787, default 4,623 against 4,791: G held
+// 7-12 requests early on, too few for cascade) and a gate on the identifiability of c3 (1 − R²
+// of T − U on the other terms >= 0.1; groups-100 1,374 against 2,812).
 //
 // Frozen or learning makes no difference to the rules; the fit is refreshed either way (it is
 // a model of the engine, not a learned preference). Needs the batch shape (WantsBatchShape).
 // Under `serving.engine: sglang` there is no cascade path (sglang_batcher.h) and the simulator
 // fills no batch shape, so converge admits like always-add there: nothing it guards exists.
-// Complexity: Decide O(1) (two 4-term predictions; the fit is solved at most once per round,
-// mpc_policy.h), allocation-free.
+// Complexity: Decide O(1) (two 4-term predictions; the fit is solved at most once per executed
+// step, mpc_policy.h), allocation-free.
 #pragma once
 
+#include <array>
 #include <cstdint>
 #include <optional>
 #include <string_view>
@@ -94,8 +96,6 @@ class ConvergePolicy final : public StopPolicy {
 
   // Requests waiting below which neither rule holds a candidate back (assumed).
   static constexpr uint32_t kMinBacklogRequests = 64;
-  // Fitted decode steps of each kind (with and without cascade) before the gate may open.
-  static constexpr uint64_t kMinStepsOfEachKind = 16;
 
   [[nodiscard]] std::string_view Name() const override {
     return gated_ ? "converge" : "converge-shape";
@@ -111,19 +111,13 @@ class ConvergePolicy final : public StopPolicy {
   [[nodiscard]] static uint32_t MixedBatchRequests(const StopContext& context);
 
  private:
-  // Whether the gate may open: gated, and the fit can tell what cascade saves (see below).
-  [[nodiscard]] bool GateCanOpen();
   // The predicted decode rate (requests per ms) of the mixed batch of `big` requests that
-  // admitting leads to, without cascade; nullopt when the fit gives no positive time.
-  [[nodiscard]] std::optional<double> MixedRate(const StopContext& context, uint32_t big);
+  // admitting leads to, without cascade, at `prices`; nullopt when they give no positive time.
+  [[nodiscard]] std::optional<double> MixedRate(
+      const std::array<double, DecodeTimeFit::kTerms>& prices, const StopContext& context,
+      uint32_t big) const;
 
   bool gated_;
-  // Decode steps fitted with and without cascade: the gate opens only once both kinds have
-  // been seen (kMinStepsOfEachKind each), as the repeated-read cost that cascade saves is not
-  // identifiable from steps of one kind (in mixed batches of one prompt length T − U grows
-  // with n, and the fit gives the cost to the per-request term).
-  uint64_t cascade_steps_ = 0;
-  uint64_t plain_steps_ = 0;
   MpcPolicy model_{MpcConfig{.forgetting = 1.0}};  // only its online decode-step fit is used
 };
 

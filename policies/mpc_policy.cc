@@ -65,6 +65,32 @@ double Reads(uint32_t n, uint64_t kv_tokens, uint32_t prefix, bool cascade) {
   return std::max(reads, 0.0);
 }
 
+// Non-negative least squares by enumeration over the subsets of the terms in `terms`: of the
+// subsets whose unconstrained solution is non-negative, the one with the smallest residual
+// Σw(t − x·c)² = tᵀt − 2cᵀXᵀt + cᵀXᵀXc. Terms outside the winning subset get 0.
+bool Nnls(const std::array<double, kN * kN>& xtx, const std::array<double, kN>& xty, double tty,
+          double ridge, unsigned terms, std::array<double, kN>& out) {
+  double best = std::numeric_limits<double>::infinity();
+  bool found = false;
+  for (unsigned mask = 1; mask < (1u << kN); ++mask) {
+    if ((mask & ~terms) != 0) continue;
+    std::array<double, kN> c{};
+    if (!SolveSubset(xtx, xty, ridge, mask, c)) continue;
+    if (std::any_of(c.begin(), c.end(), [](double v) { return v < 0; })) continue;
+    double rss = tty;
+    for (size_t i = 0; i < kN; ++i) {
+      rss -= 2 * c[i] * xty[i];
+      for (size_t j = 0; j < kN; ++j) rss += c[i] * xtx[i * kN + j] * c[j];
+    }
+    if (rss < best) {
+      best = rss;
+      out = c;
+      found = true;
+    }
+  }
+  return found;
+}
+
 }  // namespace
 
 std::span<const ConfigField<MpcConfig>> MpcConfig::Fields() {
@@ -83,30 +109,35 @@ std::span<const ConfigField<MpcConfig>> MpcConfig::Fields() {
 
 std::vector<ConfigRuleProblem> MpcConfig::RuleProblems() const { return {}; }
 
+std::optional<std::array<double, DecodeTimeFit::kTerms>> MpcPolicy::TiedReadCoefficients() {
+  if (!tied_solved_) {
+    tied_solved_ = true;
+    tied_usable_ = false;
+    if (fit_.observed >= config_.min_steps) {
+      // Features (1, n, T): the U and T − U columns of the normal equations summed.
+      std::array<double, kN * kN> xtx{};
+      std::array<double, kN> xty{};
+      constexpr std::array<size_t, kN> kTo = {0, 1, 2, 2};
+      for (size_t i = 0; i < kN; ++i) {
+        xty[kTo[i]] += fit_.xty[i];
+        for (size_t j = 0; j < kN; ++j) xtx[kTo[i] * kN + kTo[j]] += fit_.xtx[i * kN + j];
+      }
+      tied_usable_ = Nnls(xtx, xty, fit_.tty, config_.ridge, 0b0111, tied_coefficients_);
+      tied_coefficients_[3] = tied_coefficients_[2];
+    }
+  }
+  if (!tied_usable_) return std::nullopt;
+  return tied_coefficients_;
+}
+
 bool MpcPolicy::Solve() {
   solved_ = true;
   usable_ = false;
   if (fit_.observed < config_.min_steps) return false;
   // Non-negative least squares by enumeration: every term is a cost, so a negative coefficient
   // is collinearity, not physics (a batch that is always full makes the fixed and per-request
-  // terms trade off). Of the 2^4 term subsets whose unconstrained solution is non-negative, the
-  // one with the smallest residual Σw(t − x·c)² = tᵀt − 2cᵀXᵀt + cᵀXᵀXc.
-  double best = std::numeric_limits<double>::infinity();
-  for (unsigned mask = 1; mask < (1u << kN); ++mask) {
-    std::array<double, kN> c{};
-    if (!SolveSubset(fit_.xtx, fit_.xty, config_.ridge, mask, c)) continue;
-    if (std::any_of(c.begin(), c.end(), [](double v) { return v < 0; })) continue;
-    double rss = fit_.tty;
-    for (size_t i = 0; i < kN; ++i) {
-      rss -= 2 * c[i] * fit_.xty[i];
-      for (size_t j = 0; j < kN; ++j) rss += c[i] * fit_.xtx[i * kN + j] * c[j];
-    }
-    if (rss < best) {
-      best = rss;
-      coefficients_ = c;
-      usable_ = true;
-    }
-  }
+  // terms trade off).
+  usable_ = Nnls(fit_.xtx, fit_.xty, fit_.tty, config_.ridge, (1u << kN) - 1, coefficients_);
   return usable_;
 }
 
@@ -121,13 +152,19 @@ std::optional<double> MpcPolicy::PredictDecodeMs(uint32_t n, uint64_t kv_tokens,
                                                  uint32_t common_prefix_tokens) {
   if (!solved_) Solve();
   if (!usable_) return std::nullopt;
+  return PredictDecodeMsWith(coefficients_, n, kv_tokens, unique_tokens, common_prefix_tokens);
+}
+
+double MpcPolicy::PredictDecodeMsWith(const std::array<double, DecodeTimeFit::kTerms>& coefficients,
+                                      uint32_t n, uint64_t kv_tokens, uint64_t unique_tokens,
+                                      uint32_t common_prefix_tokens) const {
   const bool cascade = common_prefix_tokens >= config_.cascade_min_prefix_tokens &&
                        n >= config_.cascade_min_requests && common_prefix_tokens > 0;
   const double reads = Reads(n, kv_tokens, common_prefix_tokens, cascade);
   const std::array<double, kN> x =
       Features(n, reads, std::min(static_cast<double>(unique_tokens), reads));
   double t = 0;
-  for (size_t i = 0; i < kN; ++i) t += coefficients_[i] * x[i];
+  for (size_t i = 0; i < kN; ++i) t += coefficients[i] * x[i];
   return t;
 }
 
@@ -189,13 +226,13 @@ void MpcPolicy::OnStepExecuted(const StepFeedback& f) {
   }
   fit_.steps = keep * fit_.steps + 1;
   ++fit_.observed;
-  solved_ = false;
+  solved_ = tied_solved_ = false;
 }
 
 void MpcPolicy::Restore(const MpcConfig& config, const DecodeTimeFit& fit) {
   config_ = config;
   fit_ = fit;
-  solved_ = false;
+  solved_ = tied_solved_ = false;
 }
 
 }  // namespace feather

@@ -92,7 +92,7 @@ class MpcPolicy final : public StopPolicy {
   explicit MpcPolicy(const MpcConfig& config = {}) : config_(config) {}
 
   [[nodiscard]] std::string_view Name() const override { return "mpc"; }
-  void BeginRound() override { solved_ = false; }
+  void BeginRound() override { solved_ = tied_solved_ = false; }
   [[nodiscard]] StopDecision Decide(const StopContext& context) override;
   [[nodiscard]] bool WantsBatchShape() const override { return true; }
   void OnStepExecuted(const StepFeedback& feedback) override;
@@ -102,6 +102,13 @@ class MpcPolicy final : public StopPolicy {
   [[nodiscard]] std::optional<double> PredictDecodeMs(uint32_t n, uint64_t kv_tokens,
                                                       uint64_t unique_tokens,
                                                       uint32_t common_prefix_tokens);
+  // The same prediction with the given coefficients (c0, c1, c2, c3) in place of the fit's.
+  [[nodiscard]] double PredictDecodeMsWith(const std::array<double, 4>& coefficients, uint32_t n,
+                                           uint64_t kv_tokens, uint64_t unique_tokens,
+                                           uint32_t common_prefix_tokens) const;
+  // The same fit with one price for every KV read, repeated or not (features 1, n, T: c3 = c2,
+  // no cache benefit assumed), or nullopt before min_steps; solved at most once per round.
+  [[nodiscard]] std::optional<std::array<double, DecodeTimeFit::kTerms>> TiedReadCoefficients();
   // The fitted coefficients (c0, c1, c2, c3) in ms, or nullopt.
   [[nodiscard]] std::optional<std::array<double, DecodeTimeFit::kTerms>> Coefficients();
 
@@ -117,6 +124,9 @@ class MpcPolicy final : public StopPolicy {
   std::array<double, DecodeTimeFit::kTerms> coefficients_{};
   bool solved_ = false;
   bool usable_ = false;
+  std::array<double, DecodeTimeFit::kTerms> tied_coefficients_{};
+  bool tied_solved_ = false;
+  bool tied_usable_ = false;
 };
 
 }  // namespace feather

@@ -69,6 +69,55 @@ TEST(MpcPolicy, TheFitRecoversTheStepTimeLaw) {
   EXPECT_LT(with, without);
 }
 
+// Differential: the tied fit (one price per KV read) against least squares of t on (1, n, reads)
+// solved here by Cramer's rule from the steps' sums, for a law whose repeated reads cost less
+// than distinct ones (so the tied fit is a compromise, not the law).
+TEST(MpcPolicy, TheTiedFitIsTheLeastSquaresFitOnReads) {
+  MpcPolicy policy(PlainLeastSquares());
+  EXPECT_FALSE(policy.TiedReadCoefficients().has_value());  // no steps yet
+  std::mt19937_64 rng(11);
+  double a[3][3] = {}, b[3] = {};
+  for (int i = 0; i < 300; ++i) {
+    const auto n = static_cast<uint32_t>(8 + rng() % 480);
+    const uint64_t own = 50 + rng() % 400, prefix = 1000 + rng() % 4000, groups = 1 + rng() % 50;
+    StepFeedback f;
+    f.decode_requests = f.batch_size = n;
+    f.decode_kv_tokens = n * (prefix + own);
+    f.decode_kv_unique_tokens = std::min<uint64_t>(f.decode_kv_tokens, groups * prefix + n * own);
+    const auto reads = static_cast<double>(f.decode_kv_tokens);
+    const auto unique = static_cast<double>(f.decode_kv_unique_tokens);
+    const double t = kC0 + 0.5 * n + kC2 * unique + kC3 * (reads - unique);
+    f.decode_ns = f.step_ns = static_cast<int64_t>(std::llround(t * 1e6));
+    policy.OnStepExecuted(f);
+    const double x[3] = {1.0, static_cast<double>(n), reads};
+    for (int r = 0; r < 3; ++r) {
+      b[r] += x[r] * static_cast<double>(f.decode_ns) * 1e-6;
+      for (int c = 0; c < 3; ++c) a[r][c] += x[r] * x[c];
+    }
+  }
+  const auto det = [](const double m[3][3]) {
+    return m[0][0] * (m[1][1] * m[2][2] - m[1][2] * m[2][1]) -
+           m[0][1] * (m[1][0] * m[2][2] - m[1][2] * m[2][0]) +
+           m[0][2] * (m[1][0] * m[2][1] - m[1][1] * m[2][0]);
+  };
+  double expected[3];
+  for (int k = 0; k < 3; ++k) {
+    double m[3][3];
+    for (int r = 0; r < 3; ++r) {
+      for (int c = 0; c < 3; ++c) m[r][c] = c == k ? b[r] : a[r][c];
+    }
+    expected[k] = det(m) / det(a);
+    ASSERT_GT(expected[k], 0) << "the law was chosen so that every term stays positive";
+  }
+  const auto tied = policy.TiedReadCoefficients();
+  ASSERT_TRUE(tied.has_value());
+  for (int k = 0; k < 3; ++k) EXPECT_NEAR((*tied)[k], expected[k], 1e-6 * expected[k] + 1e-9);
+  EXPECT_EQ((*tied)[3], (*tied)[2]);
+  // It prices a step as the four-term prediction does with those coefficients.
+  EXPECT_NEAR(policy.PredictDecodeMsWith(*tied, 100, 510000, 60000, 0),
+              expected[0] + expected[1] * 100 + expected[2] * 510000, 1e-9);
+}
+
 TEST(MpcPolicy, AddsUntilTheFitCanDecide) {
   MpcPolicy policy;
   StopContext c;

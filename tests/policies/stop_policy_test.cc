@@ -664,17 +664,22 @@ TEST(ConvergePolicy, AMixedBatchConvergesToItsLargestGroup) {
   EXPECT_EQ(policy.Decide(ShapeContext(100, w, 0, 0, {m, 1000, false})), kStop);
 }
 
-// The gate, on a fit trained on an exact law t = 10 + 0.1·n + 1e-4·U + 2e-5·(T − U) ms: a
-// homogeneous batch of n = 40 requests of 5,250 tokens over a 5,000-token prefix.
+// The gate, on a fit trained on an exact law with one price per KV read, t = 10 + 0.1·n + 1e-5·T
+// ms (T the tokens read): a homogeneous batch of n = 40 requests of 5,250 tokens over a
+// 5,000-token prefix.
 class GatedConverge : public ::testing::Test {
  protected:
   static constexpr double kPrefix = 5000, kLength = 5250;
-  static double LawMs(double n, double reads, double unique, double repeat_cost = 2e-5) {
-    return 10 + 0.1 * n + 1e-4 * unique + repeat_cost * (reads - unique);
+  static double LawMs(double n, double reads, double unique, double repeat_cost,
+                      double distinct_cost) {
+    return 10 + 0.1 * n + distinct_cost * unique + repeat_cost * (reads - unique);
   }
   void SetUp() override { Train(policy_, 64); }
-  // `steps` steps, one in three with cascade, of varied shape: they pin all four terms.
-  static void Train(ConvergePolicy& policy, uint32_t steps, double repeat_cost = 2e-5) {
+  // `steps` steps of varied shape, every `cascade_every`-th with cascade (none when 0), priced
+  // by the law; fed to a ConvergePolicy or an MpcPolicy alike.
+  template <class Policy>
+  static void Train(Policy& policy, uint32_t steps, double repeat_cost = 1e-5,
+                    uint32_t cascade_every = 3, double distinct_cost = 1e-5) {
     for (uint32_t i = 0; i < steps; ++i) {
       StepFeedback f;
       f.decode_requests = 20 + 7 * (i % 60);
@@ -682,14 +687,14 @@ class GatedConverge : public ::testing::Test {
       f.decode_kv_tokens = static_cast<uint64_t>(f.decode_requests * (kLength + 10 * (i % 7)));
       f.decode_kv_unique_tokens =
           static_cast<uint64_t>(groups * kPrefix + f.decode_requests * (kLength - kPrefix));
-      f.cascade_used = (i % 3 == 0);
+      f.cascade_used = cascade_every > 0 && i % cascade_every == 0;
       f.common_prefix_tokens = f.cascade_used ? static_cast<uint32_t>(kPrefix) : 0;
       double reads = static_cast<double>(f.decode_kv_tokens);
       if (f.cascade_used) reads -= (f.decode_requests - 1) * kPrefix;
       f.decode_ns = static_cast<int64_t>(
           LawMs(f.decode_requests, reads,
                 std::min<double>(reads, static_cast<double>(f.decode_kv_unique_tokens)),
-                repeat_cost) *
+                repeat_cost, distinct_cost) *
           1e6);
       f.batch_size = f.decode_requests;
       policy.OnStepExecuted(f);
@@ -710,10 +715,11 @@ class GatedConverge : public ::testing::Test {
 };
 
 TEST_F(GatedConverge, OpensForASmallGroupAndHoldsAGroupThatCanFillTheBatch) {
-  // 40 requests with cascade: 40 / (10 + 4 + 1e-4·15,000 + 0) ≈ 2.6 per ms; the mixed batch of
-  // 500 without cascade: 500 / (10 + 50 + 1e-4·(15,000 + 460·375 + 250) + 2e-5·(…)) ≈ 4.8 per ms.
+  // 40 requests with cascade: 40 / (10 + 4 + 1e-5·15,000) ≈ 2.8 per ms; the mixed batch of 500
+  // without cascade: 500 / (10 + 50 + 1e-5·500·5,250) ≈ 5.8 per ms.
   EXPECT_EQ(policy_.Decide(Homogeneous(40, 0, 1000)), kAdd);
-  // With 460 of the group's peers waiting, the kept batch refills to 500 with cascade: faster.
+  // With 460 of the group's peers waiting, the kept batch refills to 500 with cascade:
+  // 500 / (10 + 50 + 1e-5·130,000) ≈ 8.2 per ms, faster.
   EXPECT_EQ(policy_.Decide(Homogeneous(40, 460, 1000)), kStop);
   // The shape-only variant stops in both, and so does the gate without a backlog bar passed.
   ConvergePolicy shape(/*gated=*/false);
@@ -721,19 +727,27 @@ TEST_F(GatedConverge, OpensForASmallGroupAndHoldsAGroupThatCanFillTheBatch) {
   EXPECT_EQ(policy_.Decide(Homogeneous(40, 0, ConvergePolicy::kMinBacklogRequests - 1)), kAdd);
 }
 
-TEST_F(GatedConverge, StaysShutUntilTheFitCanTellWhatCascadeSaves) {
-  // 45 steps hold 15 with cascade: one short of kMinStepsOfEachKind.
-  static_assert(ConvergePolicy::kMinStepsOfEachKind == 16);
+TEST_F(GatedConverge, OpensOnceTheFitHasItsStepsOfAnyKind) {
+  // mpc's min_steps (16) steps, none with cascade: the tied prices need no cascade step.
   ConvergePolicy early;
-  Train(early, 45);
+  Train(early, 15, 1e-5, /*cascade_every=*/0);
   EXPECT_EQ(early.Decide(Homogeneous(40, 0, 1000)), kStop);
-  Train(early, 3);  // the 16th cascade step
+  Train(early, 1, 1e-5, /*cascade_every=*/0);
   EXPECT_EQ(early.Decide(Homogeneous(40, 0, 1000)), kAdd);
-  // Repeated reads that cost nothing (c3 = 0): the gate cannot price cascade and stays shut,
-  // although the mixed batch is then faster still.
-  ConvergePolicy free_repeats;
-  Train(free_repeats, 64, /*repeat_cost=*/0);
-  EXPECT_EQ(free_repeats.Decide(Homogeneous(40, 0, 1000)), kStop);
+}
+
+TEST_F(GatedConverge, OpensWhereFreeRepeatedReadsMakeTheMixedBatchFaster) {
+  // A law whose repeated reads are free (the GPU's L2 at its best) and distinct ones cost 1e-4:
+  // kept, 200 requests with cascade: 200 / (10 + 20 + 1e-4·55,000) ≈ 5.6 per ms; mixed, 500
+  // without cascade, its repeats free: 500 / (10 + 50 + 1e-4·~130,000) ≈ 6.8 per ms. A four-term
+  // fit of this law sets c3 = 0, which the gate's first version read as "cannot price cascade"
+  // and stayed shut for good (groups-100, seed 3: 0.47x the oracle); the tied price opens it.
+  ConvergePolicy policy;
+  Train(policy, 64, /*repeat_cost=*/0, /*cascade_every=*/3, /*distinct_cost=*/1e-4);
+  EXPECT_EQ(policy.Decide(Homogeneous(40, 160, 1000)), kAdd);
+  // With 460 peers waiting the kept batch refills to 500 with cascade: 500 / (60 + 13) ≈ 6.8
+  // per ms against a mixed batch the tied price makes slower: it keeps.
+  EXPECT_EQ(policy.Decide(Homogeneous(40, 460, 1000)), kStop);
 }
 
 TEST_F(GatedConverge, TheMixedBatchIsBoundedByTheLimitAndTheFreeKv) {
