@@ -57,18 +57,20 @@
 // once c3 > 0 after 16 cascade and 16 plain steps; it then waited ~110 s on groups-50 with small
 // mixed batches (0.83x the oracle), and once open it could shut for good when a refit set c3 to
 // 0 (the batch then runs homogeneous and never again produces the mixed steps that would price
-// c3: groups-100 0.47x the oracle on seed 3). Tied prices are identified from any steps, and
-// they price the mixed batch pessimistically (no L2 benefit), so the gate errs toward keeping
-// cascade. Measured with the suite's scenarios at scheduler_time zero, seeds 1/2/3
-// (results/policy-suite/2026-11-28-tied/): groups-50 0.83/0.85/0.85x → 0.94/0.95/0.97x the best
-// other scheduler, groups-100 0.97/0.82/0.47x → 0.99/0.97/0.96x, groups-10 1.09/1.04/1.08x →
-// 1.16/1.16/1.16x; the default 1.11/1.12/1.05x → 1.09/1.06/1.04x.
-// Known weakness: rule 3 can hold a mixed batch of a dozen requests while the gate is shut (the
-// first min_steps steps), and the tied prices keep the gate shut where L2 reuse would make the
-// mixed batch the faster one by a small margin (groups-50: 0.94-0.97x the oracle). Two other
-// fixes were tried on 2026-11-25 and not kept: a Skip decision (hold this candidate back, take
-// the selector's next; groups-50 2,572 tok/s against 2,787, default 4,623 against 4,791: G held
-// 7-12 requests early on, too few for cascade) and a gate on the identifiability of c3 (1 − R²
+// c3: groups-100 0.47x the oracle on seed 3). A tied price is identified from any steps whose
+// batch sizes and sequence lengths vary, and it charges a repeated read what an average read
+// cost in the steps seen: after homogeneous (cascade) steps, a distinct read's price, so a mixed
+// batch with many repeats is priced with no L2 benefit and the gate errs toward keeping cascade;
+// after mixed steps whose repeats were cheap, less. Measured with the suite's scenarios at
+// scheduler_time zero, seeds 1/2/3 (results/policy-suite/2026-11-28-tied/): groups-50
+// 0.83/0.85/0.85x → 0.94/0.95/0.97x the best other scheduler, groups-100 0.97/0.82/0.47x →
+// 0.99/0.97/0.96x, groups-10 1.09/1.04/1.08x → 1.16/1.16/1.16x; the default 1.11/1.12/1.05x
+// → 1.09/1.06/1.04x. Known weakness: rule 3 can hold a mixed batch of a dozen requests while the
+// gate is shut (the first min_steps steps), and the tied prices keep the gate shut where L2 reuse
+// would make the mixed batch the faster one by a small margin (groups-50: 0.94-0.97x the oracle).
+// Two other fixes were tried on 2026-11-25 and not kept: a Skip decision (hold this candidate back,
+// take the selector's next; groups-50 2,572 tok/s against 2,787, default 4,623 against 4,791: G
+// held 7-12 requests early on, too few for cascade) and a gate on the identifiability of c3 (1 − R²
 // of T − U on the other terms >= 0.1; groups-100 1,374 against 2,812).
 //
 // Frozen or learning makes no difference to the rules; the fit is refreshed either way (it is

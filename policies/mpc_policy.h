@@ -103,11 +103,11 @@ class MpcPolicy final : public StopPolicy {
                                                       uint64_t unique_tokens,
                                                       uint32_t common_prefix_tokens);
   // The same prediction with the given coefficients (c0, c1, c2, c3) in place of the fit's.
-  [[nodiscard]] double PredictDecodeMsWith(const std::array<double, 4>& coefficients, uint32_t n,
-                                           uint64_t kv_tokens, uint64_t unique_tokens,
-                                           uint32_t common_prefix_tokens) const;
-  // The same fit with one price for every KV read, repeated or not (features 1, n, T: c3 = c2,
-  // no cache benefit assumed), or nullopt before min_steps; solved at most once per round.
+  [[nodiscard]] double PredictDecodeMsWith(
+      const std::array<double, DecodeTimeFit::kTerms>& coefficients, uint32_t n, uint64_t kv_tokens,
+      uint64_t unique_tokens, uint32_t common_prefix_tokens) const;
+  // The same steps fitted with one price for every KV read, repeated or not (features 1, n, T;
+  // returned with c3 = c2), or nullopt before min_steps; solved at most once per step.
   [[nodiscard]] std::optional<std::array<double, DecodeTimeFit::kTerms>> TiedReadCoefficients();
   // The fitted coefficients (c0, c1, c2, c3) in ms, or nullopt.
   [[nodiscard]] std::optional<std::array<double, DecodeTimeFit::kTerms>> Coefficients();
