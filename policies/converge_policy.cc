@@ -21,7 +21,9 @@ uint32_t ConvergePolicy::MixedBatchRequests(const StopContext& c) {
 }
 
 void ConvergePolicy::OnStepExecuted(const StepFeedback& f) {
-  if (gated_) model_.OnStepExecuted(f);
+  if (!gated_) return;
+  all_steps_.OnStepExecuted(f);
+  (f.cascade_used ? cascade_steps_ : plain_steps_).OnStepExecuted(f);
 }
 
 std::optional<double> ConvergePolicy::MixedRate(
@@ -32,7 +34,7 @@ std::optional<double> ConvergePolicy::MixedRate(
   // The added requests are taken to hold distinct tokens as the batch's do on average (their
   // own and their share of a group prefix), plus the candidate's uncached tokens once.
   const uint64_t own = c.candidate_tokens - std::min(c.candidate_tokens, c.candidate_cached_tokens);
-  const double t = model_.PredictDecodeMsWith(
+  const double t = all_steps_.PredictDecodeMsWith(
       prices, big, c.batch_kv_tokens + added * c.candidate_tokens,
       c.batch_unique_kv_tokens + added * (c.batch_unique_kv_tokens / n) + own,
       /*common_prefix_tokens=*/0);
@@ -53,18 +55,22 @@ StopDecision ConvergePolicy::Decide(const StopContext& c) {
   // Rule 2 (a homogeneous batch) or 3 (a mixed one, converging to G): Stop, unless the gate
   // opens: the batch kept to its group, refilled from the group's waiting requests, decoding
   // with cascade, against the mixed batch that admitting leads to.
-  const auto prices = gated_ ? model_.TiedReadCoefficients() : std::nullopt;
-  if (!prices) return StopDecision::kStop;
+  if (!gated_) return StopDecision::kStop;
+  const auto pooled = all_steps_.TiedReadCoefficients();
+  if (!pooled) return StopDecision::kStop;
+  // Each batch at the prices of the steps of its kind, once those have min_steps steps.
+  const auto kept_prices = cascade_steps_.TiedReadCoefficients().value_or(*pooled);
+  const auto mixed_prices = plain_steps_.TiedReadCoefficients().value_or(*pooled);
   const uint32_t big = MixedBatchRequests(c);
   const uint32_t m = homogeneous ? n : g.requests;
   const uint32_t prefix = homogeneous ? c.batch_common_prefix_tokens : g.prefix_tokens;
   const uint32_t kept = std::max(m, std::min(big, m + g.waiting));
   const double avg = static_cast<double>(c.batch_kv_tokens) / n;
   const double unique = prefix + std::max(0.0, avg - prefix) * kept;
-  const double t = model_.PredictDecodeMsWith(*prices, kept, static_cast<uint64_t>(avg * kept),
+  const double t = all_steps_.PredictDecodeMsWith(kept_prices, kept, static_cast<uint64_t>(avg * kept),
                                               static_cast<uint64_t>(unique), prefix);
   if (!(t > 0)) return StopDecision::kStop;
-  const std::optional<double> mixed = MixedRate(*prices, c, big);
+  const std::optional<double> mixed = MixedRate(mixed_prices, c, big);
   return mixed && *mixed > kept / t ? StopDecision::kAdd : StopDecision::kStop;
 }
 

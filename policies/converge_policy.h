@@ -37,16 +37,19 @@
 // 2026-11-24-refit: converge-shape 0.47x the oracle at 100 groups). So rules 2 and 3 compare two
 // decode steps, priced by the online fit that mpc uses (mpc_policy.h, fitted from the steps
 // executed, no training) with one price per KV read, repeated or not (TiedReadCoefficients:
-// t ≈ c0 + c1·n + c2·T, T the KV tokens read):
+// t ≈ c0 + c1·n + c2·T, T the KV tokens read). Each batch is priced by the fit of the steps of
+// its kind, once that fit has mpc's min_steps steps (before, by the fit of every step): the
+// kept batch by the steps with cascade, the mixed one by the steps without, so each prediction
+// interpolates among steps like it rather than carrying one kind's read price to the other:
 //   kept:  G's requests plus G's waiting peers (PrefixGroup::waiting), up to the mixed batch's
 //          size, at the batch's mean sequence length, cascade over G's prefix;
 //   mixed: the batch plus the waiting, up to max_batch_requests and to what the free KV holds of
 //          requests like the batch's (MixedBatchRequests), no cascade; each added request reads
 //          the candidate's sequence length and holds the batch's distinct tokens per request.
 // The gate opens (Add) when the mixed step is predicted to decode more requests per ms; it is
-// shut (`converge` then decides as `converge-shape`) until the fit has mpc's min_steps steps, and
-// where the caller does not report the step's shape in StepFeedback. The fit never forgets
-// (forgetting 1): the hardware does not change within a run.
+// shut (`converge` then decides as `converge-shape`) until the fit of every step has mpc's
+// min_steps steps, and where the caller does not report the step's shape in StepFeedback. The
+// fits never forget (forgetting 1): the hardware does not change within a run.
 //
 // Why one price per read. A GPU serves part of a mixed batch's repeated prefix reads from L2, so
 // the truth lies between "a repeated read is free" and "it costs a distinct one". mpc's fit
@@ -120,7 +123,11 @@ class ConvergePolicy final : public StopPolicy {
       uint32_t big) const;
 
   bool gated_;
-  MpcPolicy model_{MpcConfig{.forgetting = 1.0}};  // only its online decode-step fit is used
+  // Online decode-step fits (only mpc's fit is used): of every step, of the steps without
+  // cascade, and of the steps with it.
+  MpcPolicy all_steps_{MpcConfig{.forgetting = 1.0}};
+  MpcPolicy plain_steps_{MpcConfig{.forgetting = 1.0}};
+  MpcPolicy cascade_steps_{MpcConfig{.forgetting = 1.0}};
 };
 
 }  // namespace feather

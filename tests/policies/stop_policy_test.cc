@@ -750,6 +750,40 @@ TEST_F(GatedConverge, OpensWhereFreeRepeatedReadsMakeTheMixedBatchFaster) {
   EXPECT_EQ(policy.Decide(Homogeneous(40, 460, 1000)), kStop);
 }
 
+TEST_F(GatedConverge, PricesEachBatchByTheStepsOfItsKind) {
+  // Steps without cascade follow t = 30 + 0.05·n + 2e-5·T ms, steps with cascade
+  // t = 5 + 0.2·n + 2e-5·T (each kind linear: its tied fit is exact). Kept, 40 requests with 260
+  // peers waiting, 300 with cascade: 300 / (5 + 60 + 2e-5·80,000) ≈ 4.50 per ms; mixed, 500
+  // without: 500 / (30 + 25 + 2e-5·2.625M) ≈ 4.65 per ms: admit. One fit of both kinds blends
+  // the fixed and per-request costs, prices the kept batch at ~4.6 and the mixed at ~4.2, and
+  // would keep.
+  ConvergePolicy policy;
+  MpcPolicy pooled(MpcConfig{.forgetting = 1.0});
+  for (uint32_t i = 0; i < 96; ++i) {
+    StepFeedback f;
+    f.decode_requests = f.batch_size = 20 + 7 * (i % 60);
+    f.cascade_used = i % 2 == 0;
+    f.decode_kv_tokens = static_cast<uint64_t>(f.decode_requests * (kLength + 10 * (i % 7)));
+    f.common_prefix_tokens = f.cascade_used ? static_cast<uint32_t>(kPrefix) : 0;
+    double reads = static_cast<double>(f.decode_kv_tokens);
+    if (f.cascade_used) reads -= (f.decode_requests - 1) * kPrefix;
+    f.decode_kv_unique_tokens = static_cast<uint64_t>(reads);
+    const double ms = f.cascade_used ? 5 + 0.2 * f.decode_requests + 2e-5 * reads
+                                     : 30 + 0.05 * f.decode_requests + 2e-5 * reads;
+    f.decode_ns = static_cast<int64_t>(ms * 1e6);
+    policy.OnStepExecuted(f);
+    pooled.OnStepExecuted(f);
+  }
+  const auto one = pooled.TiedReadCoefficients();
+  ASSERT_TRUE(one.has_value());
+  const double kept_ms = pooled.PredictDecodeMsWith(*one, 300, 300 * 5250, 80000, 5000);
+  const double mixed_ms = pooled.PredictDecodeMsWith(*one, 500, 500 * 5250, 0, 0);
+  ASSERT_LT(500 / mixed_ms, 300 / kept_ms) << "one pooled fit must keep, or the test shows nothing";
+  EXPECT_EQ(policy.Decide(Homogeneous(40, 260, 1000)), kAdd);
+  // With fewer peers the kept batch is smaller and slower: 200 / (5 + 40 + 1.1) ≈ 4.3 per ms.
+  EXPECT_EQ(policy.Decide(Homogeneous(40, 160, 1000)), kAdd);
+}
+
 TEST_F(GatedConverge, TheMixedBatchIsBoundedByTheLimitAndTheFreeKv) {
   StopContext c = Homogeneous(40, 0, 1000);
   EXPECT_EQ(ConvergePolicy::MixedBatchRequests(c), 500u);  // max_batch_requests
