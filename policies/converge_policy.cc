@@ -67,8 +67,8 @@ StopDecision ConvergePolicy::Decide(const StopContext& c) {
   const uint32_t kept = std::max(m, std::min(big, m + g.waiting));
   const double avg = static_cast<double>(c.batch_kv_tokens) / n;
   const double unique = prefix + std::max(0.0, avg - prefix) * kept;
-  const double t = all_steps_.PredictDecodeMsWith(kept_prices, kept, static_cast<uint64_t>(avg * kept),
-                                              static_cast<uint64_t>(unique), prefix);
+  const double t = all_steps_.PredictDecodeMsWith(
+      kept_prices, kept, static_cast<uint64_t>(avg * kept), static_cast<uint64_t>(unique), prefix);
   if (!(t > 0)) return StopDecision::kStop;
   const std::optional<double> mixed = MixedRate(mixed_prices, c, big);
   return mixed && *mixed > kept / t ? StopDecision::kAdd : StopDecision::kStop;
