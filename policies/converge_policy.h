@@ -72,8 +72,13 @@
 // tied fit for both batches: groups-50 0.94x on seed 1, the rest within 0.01). Known weakness:
 // rule 3 can hold a mixed batch of a dozen requests while the gate is shut (the first min_steps
 // steps), and the tied prices keep the gate shut where L2 reuse would make the mixed batch the
-// faster one by a small margin (groups-50: 0.95-0.97x the oracle). Two other fixes were tried
-// on 2026-11-25 and not kept: a Skip decision (hold this candidate back, take the selector's
+// faster one by a small margin (groups-50: 0.95-0.97x the oracle). The kept batch assumes G's
+// waiting peers join at once, but a Stop ends the round and the CHT offers the oldest candidate
+// first, usually of another group, so a held mixed batch can drain before it converges (rate-50
+// on seed 2: 39-74 requests without cascade for 40 s, 0.92x the oracle); pricing the kept batch
+// in a mixed one without its peers (as G alone) was measured and is far worse (8 of 18 suite
+// scenarios missed on seed 1: default 0.96x FCFS, radix-2 0.78x the oracle). Two other fixes were
+// tried on 2026-11-25 and not kept: a Skip decision (hold this candidate back, take the selector's
 // next; groups-50 2,572 tok/s against 2,787, default 4,623 against 4,791: G held 7-12 requests
 // early on, too few for cascade) and a gate on the identifiability of c3 (1 − R² of T − U on the
 // other terms >= 0.1; groups-100 1,374 against 2,812).
