@@ -136,7 +136,7 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
   measured_on.probes = "full";  // also with --quick (calib::RunProbes says why)
   base.measured_on = measured_on;
   calib::FitOptions fit_options;
-  fit_options.rows_label = fs::path(out_path).stem().string() + "-rows.csv";
+  fit_options.rows_label = RowsPathOf(out_path).filename().string();
   calib::CalibrationFit fit = FitProfile(base, model, rows, fit_options);
   fit.profile.step_noise = calib::StepNoiseOf(
       measurements, "repetitions of the " + std::to_string(rows.size()) +
@@ -435,7 +435,7 @@ int CalibrateCuda(const CalibrateCommandOptions& options, std::ostream& out) {
   measured_on.threads = 1;
   base.measured_on = measured_on;
   calib::FitOptions fit_options;
-  fit_options.rows_label = fs::path(out_path).stem().string() + "-rows.csv";
+  fit_options.rows_label = RowsPathOf(out_path).filename().string();
   const calib::CalibrationFit fit = FitProfile(base, model, rows, fit_options);
   std::vector<std::string> labels;
   for (const calib::GridPoint& point : grid) labels.push_back(point.label);

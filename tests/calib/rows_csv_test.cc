@@ -53,9 +53,6 @@ TEST(RowsCsv, WrittenRowsReadBackBitForBit) {
             RowsToCsv(labels, rows, StepPricer(profile, model), 5));
 }
 
-// The refit of the committed rows on the committed profile reaches the errors the live
-// calibration recorded (same rows, same split; the fit starts from the fitted values, so the
-// optimum may move a little, never the error by much).
 // Golden: one line per timed repetition, labels quoted (a quote doubled), passes from 1.
 TEST(RowsCsv, PassesListEveryRepetitionInPassOrder) {
   StepTiming a;
@@ -75,6 +72,9 @@ TEST(RowsCsv, PassesListEveryRepetitionInPassOrder) {
             "\"say \"\"x\"\"\",1,40,20,0,0,0,5,65\n");
 }
 
+// The refit of the committed rows on the committed profile reaches the errors the live
+// calibration recorded (same rows, same split; the fit starts from the fitted values, so the
+// optimum may move a little, never the error by much).
 TEST(RowsCsv, TheCommittedRowsRefitToTheCommittedErrors) {
   const ModelConfig model = LoadModelConfig(kSource + "/scenarios/models/cpu-small.yaml");
   const DeviceProfile profile = LoadDeviceProfile(kSource + "/results/profiles/cpu.yaml");
