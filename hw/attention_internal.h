@@ -54,20 +54,45 @@ struct TileArgs {
 };
 using TileFn = void (*)(const TileArgs&);
 
+// How the kernels hold q and o in the lane scratch within each whole group of G columns from
+// column 0 (TileKernels::pair_group); the columns past the last whole group stay in natural
+// order. InitLane and FinishLane apply and undo it.
+//   kNatural: as they are (G = 0).
+//   kEvenOdd: the even columns first, then the odd ones (the bf16 "pairs" load of
+//     attention_tile_simd.h: a 32-bit word of K or V holds columns 2i and 2i + 1).
+//   kQuads: the columns c with c mod 8 < 4 first, then the others, each set ascending (the bf16
+//     values pass by dot products: a word pairs one column of two adjacent rows, and the 16-bit
+//     unpacks that build those words work within 128-bit lanes, four columns at a time).
+enum class ColumnOrder : uint8_t { kNatural, kEvenOdd, kQuads };
+// Where natural column i of a group of `group` columns sits in the scratch under `order`.
+[[nodiscard]] constexpr uint32_t ScratchColumn(ColumnOrder order, uint32_t group, uint32_t i) {
+  switch (order) {
+    case ColumnOrder::kEvenOdd:
+      return i % 2 * (group / 2) + i / 2;
+    case ColumnOrder::kQuads:
+      return (i % 8 < 4 ? 0 : group / 2) + i / 8 * 4 + i % 4;
+    case ColumnOrder::kNatural:
+      break;
+  }
+  return i;
+}
+
 // fn[dtype][lanes − 1][masked]: kernels specialized for the batch width and causal masking.
-// pair_group[dtype]: 0 when the kernels read q and o (the lane scratch) in natural column order;
-// G > 0 when, within each whole group of G columns from column 0, they hold the even columns
-// first and then the odd ones (the bf16 "pairs" load of attention_tile_simd.h); the columns past
-// the last whole group stay in natural order. InitLane and FinishLane apply and undo it.
+// pair_group[dtype], order[dtype]: the scratch's column order (above); pair_group 0 with kNatural.
 // q_terms[dtype]: 0, or the number T of bf16 terms of q the kernels read from TileArgs::q_pairs
-// (InitLane writes them). fixed_dim[d][dtype]: the same kernels compiled for head dim
-// kFixedHeadDims[d] (constant strides and trip counts), or all null; KernelsFor picks them.
+// (InitLane writes them). bf16_math[dtype]: the kernels round q (to one bf16 term) and the
+// softmax weights p to bf16 before their products, as GPU attention kernels do for bf16 models
+// (attention_tile_simd.h, the AVX-512 BF16 step); false: every product has fp32 operands.
+// fixed_dim[d][dtype]: the same kernels compiled for head dim kFixedHeadDims[d] (constant strides
+// and trip counts), or all null; KernelsFor picks them.
 inline constexpr uint32_t kFixedHeadDims[2] = {64, 128};
 struct TileKernels {
   TileFn fn[2][kLanes][2];
   TileFn fixed_dim[2][2][kLanes][2];
   uint32_t pair_group[2];
+  ColumnOrder order[2];
   uint32_t q_terms[2];
+  bool bf16_math[2];
 };
 
 // The [lanes − 1][masked] table for a pool's dtype and head dim: fixed_dim's when it has one.
@@ -78,17 +103,19 @@ struct TileKernels {
 [[nodiscard]] const TileKernels& ScalarTileKernels();
 [[nodiscard]] const TileKernels& Avx2TileKernels();    // AVX2 + FMA
 [[nodiscard]] const TileKernels& Avx512TileKernels();  // AVX-512 F + VL, AVX2, FMA
-// AVX-512 F + VL + BF16: bf16 K scored by vdpbf16ps (attention_tile_simd.h), the rest as AVX-512.
+// AVX-512 F + VL + BF16: bf16 KV in bf16 math (TileKernels::bf16_math): scores and values by
+// vdpbf16ps (attention_tile_simd.h); fp32 KV as AVX-512.
 [[nodiscard]] const TileKernels& Avx512Bf16TileKernels();
 // Tests only: the AVX-512 BF16 kernels' logic on AVX2, each vdpbf16ps replaced by the two FMAs
 // that give its exact result (AVX2 + FMA suffice). Not an ISA of its own: reached only through
 // SetTileKernelsForTesting.
 [[nodiscard]] const TileKernels& Avx2EmulatedBf16DotTileKernels();
 
-// The tile steps. kAuto: the widest of scalar, avx2 and avx512 the CPU supports. kAvx512Bf16 is
-// never chosen automatically: with q split into three bf16 terms (fp32-exact scores) its bf16
-// decode ran at 0.83-0.86x of the avx512 step's in cache on Zen 4 (hw/README.md), so it is
-// reached only by forcing it, to compare on another CPU.
+// The tile steps. kAuto: the widest of scalar, avx2, avx512 and avx512bf16 the CPU supports.
+// kAvx512Bf16 computes bf16 pools in bf16 math: it rounds q and the softmax weights to bf16
+// (~2^-9 relative per product, what GPU attention kernels do for bf16 models; 1.3-1.5x the
+// avx512 step's speed in cache on Zen 4, hw/README.md) where the others are fp32-exact; its fp32
+// kernels are avx512's. FEATHER_ATTENTION_ISA=avx512 keeps bf16 pools in fp32 math.
 enum class AttentionIsa : uint8_t { kAuto, kScalar, kAvx2, kAvx512, kAvx512Bf16 };
 // "auto", "scalar", "avx2", "avx512", "avx512bf16": the name in benchmark labels, profiles and the
 // variable.
@@ -119,6 +146,7 @@ class LaneScratch {
  public:
   void Reserve(uint32_t batches, uint32_t head_dim, const TileKernels& kernels, KvDtype dtype);
   [[nodiscard]] uint32_t PairGroup() const { return pair_group_; }
+  [[nodiscard]] ColumnOrder Order() const { return order_; }
   [[nodiscard]] uint32_t QTerms() const { return q_terms_; }
   // [kLanes][QTerms()][head_dim / 2] words; null when QTerms() is 0.
   [[nodiscard]] uint32_t* QPairs(uint32_t b) {
@@ -140,6 +168,7 @@ class LaneScratch {
   size_t stride_ = 0;
   uint32_t head_dim_ = 0;
   uint32_t pair_group_ = 0;
+  ColumnOrder order_ = ColumnOrder::kNatural;
   uint32_t q_terms_ = 0;
 };
 [[nodiscard]] LaneScratch& ThreadLaneScratch();  // thread_local
@@ -148,6 +177,10 @@ class LaneScratch {
 // QTerms() bf16 pairs when the kernels take them), clears o, m = −inf, l = 0.
 void InitLane(LaneScratch& scratch, uint32_t b, uint32_t lane, const float* q, float scale,
               uint32_t head_dim);
+// Replaces each of `count` query values by the one whose q·scale·log2 e is the bf16 that InitLane
+// gives kernels of bf16 math (TileKernels::bf16_math): run on the result, an fp32-exact reference
+// scores what those kernels score (tests and benchmarks compare them so).
+void RoundQueriesAsBf16Math(float* q, size_t count, float scale);
 // Zeroes the q of lanes [from, kLanes) of batch b (padding lanes of a partial batch).
 void ClearLanesFrom(LaneScratch& scratch, uint32_t b, uint32_t from, uint32_t head_dim);
 // Writes lane `lane`'s normalized output (natural column order) and natural-log lse (−inf and

@@ -1,7 +1,7 @@
 // attention_tile_simd.h: the vectorized tile step of the CPU attention kernels
 // (attention_internal.h), written once over a small vector-traits struct and instantiated per
 // instruction set: AVX2+FMA (decode_attention_avx2.cc), AVX-512 (decode_attention_avx512.cc) and
-// AVX-512 BF16 (decode_attention_avx512bf16.cc: bf16 scores by vdpbf16ps, see the dot traits).
+// AVX-512 BF16 (decode_attention_avx512bf16.cc: bf16 math by vdpbf16ps, see the dot traits).
 // Private to those translation units, each compiled with its own target flags; everything here
 // sits in an unnamed namespace on purpose, so that each includes its own copy: an inline function
 // shared by name could otherwise be emitted with AVX-512 code and kept by the linker for the AVX2
@@ -58,6 +58,7 @@ struct Avx2Base {
   using Vec = __m256;
   static constexpr uint32_t kWidth = 8;
   static constexpr uint32_t kQTerms = 0;  // scores by FMAs on fp32 (see the dot traits below)
+  static constexpr bool kValuesDot = false;  // values by FMAs on fp32 p
   static Vec Zero() { return _mm256_setzero_ps(); }
   static Vec Set1(float x) { return _mm256_set1_ps(x); }
   static Vec Load(const float* p) { return _mm256_load_ps(p); }  // lane scratch: 32-byte aligned
@@ -119,20 +120,38 @@ struct Avx2Bf16Pairs : Avx2Base {
   }
 };
 
-// bf16 scored by dot products (kQTerms > 0): a dot-product instruction takes 2·kWidth bf16 of K
-// as they lie in memory — kWidth (even, odd) pairs — against kWidth pairs of q, and adds each
-// pair's two products into one fp32 lane; kQTerms such instructions, one per bf16 term of q
-// (TileArgs::q_pairs), give the fp32-exact score. The values pass is the pairs one (inherited).
+// bf16 math by dot products (kQTerms > 0, kValuesDot): a dot-product instruction takes kWidth
+// 32-bit words of bf16 pairs from each operand and adds each pair's two products into one fp32
+// lane.
+//   scores: 2·kWidth bf16 of K as they lie in memory — kWidth (even, odd) column pairs — against
+//     the same pairs of q, rounded to kQTerms bf16 terms (TileArgs::q_pairs; one term: q in
+//     bf16, ~2^-9 relative; three would give fp32-exact scores at 1.5x the instructions of the
+//     FMA path, measured slower on Zen 4, hw/README.md).
+//   values: o[c] += p[t]·v[t][c] + p[t+1]·v[t+1][c]: the pairs are (row t, row t + 1) of one
+//     column, built by 16-bit unpacks of the two rows (Interleave; part 0 the columns c mod 8 < 4,
+//     part 1 the rest, ColumnOrder::kQuads), against (p[t], p[t+1]) rounded to bf16 (as GPU
+//     kernels round P before P·V); the running sum l keeps the fp32 p, so the output's error is
+//     at most 2^-9·max|v|.
+// Per 32 columns, two rows and four lanes that is 4 dot products and 2 unpacks for the values
+// where the pairs path issues 8 FMAs and 4 integer ops, and 4 dot products for the scores
+// where it issues 8 FMAs and 2 integer ops.
 // Traits add: Raw (the integer vector), LoadRaw(base, index), LoadPairs(words),
-// Dot(acc, k_raw, q_pairs).
+// Dot(acc, a_pairs, b_pairs), ZeroRaw(), Set1Raw(word), Interleave<part>(row0, row1).
 //
 // This one does on AVX2 what vdpbf16ps does, to test that logic where no AVX-512 BF16 CPU is at
 // hand: per 32-bit lane, acc + k_odd·q_odd, then + k_even·q_even, each product exact in fp32 (8-
 // by 8-bit significands) and each sum rounded to nearest — the steps of the instruction's
 // pseudo-code in Intel's SDM, which also flushes denormal inputs and outputs (these FMAs do not).
 struct Avx2Bf16EmulatedDot : Avx2Bf16Pairs {
-  static constexpr uint32_t kQTerms = 3;
+  static constexpr uint32_t kQTerms = 1;
+  static constexpr bool kValuesDot = true;
   using Raw = __m256i;
+  static Raw ZeroRaw() { return _mm256_setzero_si256(); }
+  static Raw Set1Raw(uint32_t word) { return _mm256_set1_epi32(static_cast<int>(word)); }
+  template <uint32_t kPart>
+  static Raw Interleave(Raw row0, Raw row1) {
+    return kPart == 0 ? _mm256_unpacklo_epi16(row0, row1) : _mm256_unpackhi_epi16(row0, row1);
+  }
   static Raw LoadRaw(const void* base, size_t index) {
     return _mm256_loadu_si256(
         reinterpret_cast<const __m256i*>(static_cast<const uint16_t*>(base) + index));
@@ -156,6 +175,7 @@ struct Avx512Base {
   using Vec = __m512;
   static constexpr uint32_t kWidth = 16;
   static constexpr uint32_t kQTerms = 0;
+  static constexpr bool kValuesDot = false;
   static Vec Zero() { return _mm512_setzero_ps(); }
   static Vec Set1(float x) { return _mm512_set1_ps(x); }
   // Lane rows start at multiples of 8 floats (head_dim), so only 32-byte alignment is certain.
@@ -212,12 +232,18 @@ struct Avx512Bf16Pairs : Avx512Base {
 };
 
 #if defined(__AVX512BF16__)
-// bf16 K scored by vdpbf16ps (_mm512_dpbf16_ps): 32 products per instruction, three per 32
-// columns and lane (q's bf16 terms), against two FMAs and, shared by the lanes, one shift and one
-// AND on the pairs path. Values: the pairs path, unchanged.
+// bf16 math by vdpbf16ps (_mm512_dpbf16_ps), 32 products per instruction: the dot traits above
+// at 16 lanes (the unpacks need AVX-512 BW).
 struct Avx512Bf16Dot : Avx512Bf16Pairs {
-  static constexpr uint32_t kQTerms = 3;
+  static constexpr uint32_t kQTerms = 1;
+  static constexpr bool kValuesDot = true;
   using Raw = __m512i;
+  static Raw ZeroRaw() { return _mm512_setzero_si512(); }
+  static Raw Set1Raw(uint32_t word) { return _mm512_set1_epi32(static_cast<int>(word)); }
+  template <uint32_t kPart>
+  static Raw Interleave(Raw row0, Raw row1) {
+    return kPart == 0 ? _mm512_unpacklo_epi16(row0, row1) : _mm512_unpackhi_epi16(row0, row1);
+  }
   static Raw LoadRaw(const void* base, size_t index) {
     return _mm512_loadu_si512(static_cast<const uint16_t*>(base) + index);
   }
@@ -516,16 +542,116 @@ FEATHER_TILE_INLINE void AccumulatePart(const TileArgs& args, const float* p, co
   }
 }
 
+// bf16 of 8 non-negative finite floats, rounded to nearest even, each in the low half of its
+// 32-bit lane (the softmax weights p: no NaN, no infinity, no sign to keep).
+inline __m256i RoundToBf16(__m256 x) {
+  const __m256i bits = _mm256_castps_si256(x);
+  const __m256i odd = _mm256_and_si256(_mm256_srli_epi32(bits, 16), _mm256_set1_epi32(1));
+  return _mm256_srli_epi32(_mm256_add_epi32(bits, _mm256_add_epi32(odd, _mm256_set1_epi32(0x7FFF))),
+                           16);
+}
+
+// The values pass by dot products (V::kValuesDot) takes p as bf16 pairs of adjacent rows:
+// word[i · kStride + lane] = bf16(p[2i][lane]) | bf16(p[2i + 1][lane]) << 16, for i < ⌈tokens/2⌉,
+// with a row past `tokens` weighing 0. kStride 4: vector i of s already holds rows 2i and 2i + 1
+// (and SoftmaxRows made the missing one of an odd count 0); kStride 8: one row per vector.
+template <int kStride>
+FEATHER_TILE_INLINE void PackWeightPairs(const float* s, uint32_t tokens, uint32_t* words) {
+  const uint32_t pairs = (tokens + 1) / 2;
+  for (uint32_t i = 0; i < pairs; ++i) {
+    if constexpr (kStride == 4) {
+      const __m256i rows = RoundToBf16(_mm256_load_ps(s + size_t{i} * 8));
+      const __m128i pair = _mm_or_si128(_mm256_castsi256_si128(rows),
+                                        _mm_slli_epi32(_mm256_extracti128_si256(rows, 1), 16));
+      _mm_store_si128(reinterpret_cast<__m128i*>(words + size_t{i} * 4), pair);
+    } else {
+      const __m256i even = RoundToBf16(_mm256_load_ps(s + size_t{2 * i} * 8));
+      const __m256i odd = 2 * i + 1 < tokens
+                              ? RoundToBf16(_mm256_load_ps(s + size_t{2 * i + 1} * 8))
+                              : _mm256_setzero_si256();
+      _mm256_store_si256(reinterpret_cast<__m256i*>(words + size_t{i} * 8),
+                         _mm256_or_si256(even, _mm256_slli_epi32(odd, 16)));
+    }
+  }
+}
+
+// One row pair (2i, 2i + 1; kSecond false: row 2i alone, the other weighing 0) of one part of
+// kCb chunks from column `col`, by dot products: acc[lane][..] += the pair's two products.
+template <class V, int kL, int kCb, uint32_t kPart, bool kSecond>
+FEATHER_TILE_INLINE void AccumulateRowPair(const TileArgs& args, const uint32_t* words, uint32_t i,
+                                           uint32_t col, typename V::Vec (&acc)[kL][kCb]) {
+  const uint32_t dim = args.head_dim;
+  const size_t first = size_t{2 * i} * dim + col;
+  typename V::Raw values[kCb];
+  for (int b = 0; b < kCb; ++b) {
+    const typename V::Raw row0 = V::LoadRaw(args.v, first + b * V::kChunk);
+    const typename V::Raw row1 =
+        kSecond ? V::LoadRaw(args.v, first + dim + b * V::kChunk) : V::ZeroRaw();
+    values[b] = V::template Interleave<kPart>(row0, row1);
+  }
+  for (int j = 0; j < kL; ++j) {
+    const typename V::Raw pj = V::Set1Raw(words[size_t{i} * ScoreStride(kL) + j]);
+    for (int b = 0; b < kCb; ++b) acc[j][b] = V::Dot(acc[j][b], values[b], pj);
+  }
+}
+
+// AccumulatePart by dot products: rows two at a time, p from PackWeightPairs.
+template <class V, int kL, int kCb, uint32_t kPart>
+FEATHER_TILE_INLINE void AccumulatePairsPart(const TileArgs& args, const uint32_t* words,
+                                             const float* alpha, uint32_t col) {
+  const uint32_t dim = args.head_dim;
+  const char* next_v = PrefetchSource(args.next_v, args.v);
+  const char* after_k = PrefetchSource(args.after_k, args.k);
+  typename V::Vec acc[kL][kCb];
+  for (int j = 0; j < kL; ++j) {
+    const typename V::Vec scale = V::Set1(alpha[j]);
+    for (int b = 0; b < kCb; ++b) {
+      acc[j][b] = V::Mul(
+          V::Load(args.o + static_cast<size_t>(j) * dim + col + b * V::kChunk + kPart * V::kWidth),
+          scale);
+    }
+  }
+  const uint32_t tokens = args.tokens;
+  for (uint32_t i = 0; 2 * i < tokens; ++i) {
+    if constexpr (kPart == 0) {  // AccumulatePart's prefetch, one slice per row
+      constexpr size_t kSlice = size_t{V::kChunk} * kCb * V::kElemBytes;
+      const size_t ahead = (size_t{col} / (V::kChunk * kCb) * tokens + 2 * i) * kSlice;
+      PrefetchSlice<2 * kSlice>(next_v, ahead);
+      PrefetchSlice<2 * kSlice>(after_k, ahead);
+    }
+    if (2 * i + 1 < tokens) {
+      AccumulateRowPair<V, kL, kCb, kPart, true>(args, words, i, col, acc);
+    } else {
+      AccumulateRowPair<V, kL, kCb, kPart, false>(args, words, i, col, acc);
+    }
+  }
+  for (int j = 0; j < kL; ++j) {
+    for (int b = 0; b < kCb; ++b) {
+      V::Store(args.o + static_cast<size_t>(j) * dim + col + b * V::kChunk + kPart * V::kWidth,
+               acc[j][b]);
+    }
+  }
+}
+
 // Columns [col, end) kCb chunks at a time, then the rest with smaller steps; returns the first
-// column it did not reach (end minus less than one chunk).
+// column it did not reach (end minus less than one chunk). p: the weights as s holds them, or
+// (V::kValuesDot) as PackWeightPairs wrote them.
 template <class V, int kL, int kCb>
 FEATHER_TILE_INLINE uint32_t AccumulateValuesFrom(const TileArgs& args, const float* p,
-                                                  const float* alpha, uint32_t col, uint32_t end) {
+                                                  const uint32_t* words, const float* alpha,
+                                                  uint32_t col, uint32_t end) {
   for (; col + V::kChunk * kCb <= end; col += V::kChunk * kCb) {
-    AccumulatePart<V, kL, kCb, 0>(args, p, alpha, col);
-    if constexpr (V::kParts == 2) AccumulatePart<V, kL, kCb, 1>(args, p, alpha, col);
+    if constexpr (V::kValuesDot) {
+      AccumulatePairsPart<V, kL, kCb, 0>(args, words, alpha, col);
+      AccumulatePairsPart<V, kL, kCb, 1>(args, words, alpha, col);
+    } else {
+      AccumulatePart<V, kL, kCb, 0>(args, p, alpha, col);
+      if constexpr (V::kParts == 2) AccumulatePart<V, kL, kCb, 1>(args, p, alpha, col);
+    }
   }
-  if constexpr (kCb > 1) return AccumulateValuesFrom<V, kL, kCb / 2>(args, p, alpha, col, end);
+  if constexpr (kCb > 1) {
+    return AccumulateValuesFrom<V, kL, kCb / 2>(args, p, words, alpha, col, end);
+  }
   return col;
 }
 
@@ -537,15 +663,19 @@ template <class M, class T, int kL, bool kMasked, uint32_t kDim>
 void TileSimd(const TileArgs& in) {
   TileArgs args = in;
   if constexpr (kDim != 0) args.head_dim = kDim;
-  static_assert(T::kChunk == 8 && T::kParts == 1 && T::kQTerms == 0 &&
+  static_assert(T::kChunk == 8 && T::kParts == 1 && T::kQTerms == 0 && !T::kValuesDot &&
                 M::kElemBytes == T::kElemBytes);
+  static_assert(!M::kValuesDot || M::kParts == 2);
   alignas(32) float s[kTileTokens * kLanes];
   alignas(32) float alpha[kLanes];
+  alignas(32) uint32_t words[M::kValuesDot ? kTileTokens / 2 * kLanes : 1];
   ScoreRowsFrom<M, T, kL, M::RowsPerStep(kL)>(args, 0, s);
   SoftmaxRows<ScoreStride(kL), kMasked>(args, s, alpha);
+  if constexpr (M::kValuesDot) PackWeightPairs<ScoreStride(kL)>(s, args.tokens, words);
   const uint32_t main = args.head_dim / M::kChunk * M::kChunk;
-  const uint32_t col = AccumulateValuesFrom<M, kL, M::ChunksPerStep(kL)>(args, s, alpha, 0, main);
-  AccumulateValuesFrom<T, kL, T::ChunksPerStep(kL)>(args, s, alpha, col, args.head_dim);
+  const uint32_t col =
+      AccumulateValuesFrom<M, kL, M::ChunksPerStep(kL)>(args, s, words, alpha, 0, main);
+  AccumulateValuesFrom<T, kL, T::ChunksPerStep(kL)>(args, s, words, alpha, col, args.head_dim);
 }
 
 template <class M, class T, uint32_t kDim, size_t... kI>
@@ -553,6 +683,12 @@ constexpr void FillRow(TileFn (&row)[kLanes][2], std::index_sequence<kI...>) {
   ((row[kI][0] = &TileSimd<M, T, kI + 1, false, kDim>,
     row[kI][1] = &TileSimd<M, T, kI + 1, true, kDim>),
    ...);
+}
+
+template <class V>
+constexpr ColumnOrder OrderOf() {
+  if constexpr (V::kValuesDot) return ColumnOrder::kQuads;
+  return V::kParts == 2 ? ColumnOrder::kEvenOdd : ColumnOrder::kNatural;
 }
 
 // The kernel table of one ISA: fp32 with (Fp32, Fp32Tail), bf16 with (Bf16, Bf16Tail).
@@ -574,8 +710,12 @@ constexpr TileKernels MakeSimdKernels() {
 #endif
   kernels.pair_group[0] = Fp32::kParts == 2 ? Fp32::kChunk : 0;
   kernels.pair_group[1] = Bf16::kParts == 2 ? Bf16::kChunk : 0;
+  kernels.order[0] = OrderOf<Fp32>();
+  kernels.order[1] = OrderOf<Bf16>();
   kernels.q_terms[0] = Fp32::kQTerms;
   kernels.q_terms[1] = Bf16::kQTerms;
+  kernels.bf16_math[0] = Fp32::kValuesDot;
+  kernels.bf16_math[1] = Bf16::kValuesDot;
   return kernels;
 }
 

@@ -79,7 +79,7 @@ constexpr void FillRow(TileFn (&row)[kLanes][2], std::index_sequence<kI...>) {
 }
 
 constexpr TileKernels MakeScalarKernels() {
-  TileKernels kernels{};  // pair_group {0, 0}: natural column order
+  TileKernels kernels{};  // pair_group {0, 0}, kNatural: natural column order; fp32 math
   FillRow<KvDtype::kFp32>(kernels.fn[0], std::make_index_sequence<kLanes>());
   FillRow<KvDtype::kBf16>(kernels.fn[1], std::make_index_sequence<kLanes>());
   return kernels;

@@ -35,6 +35,7 @@ struct CpuFeatures {
   bool fma = false;
   bool avx512f = false;
   bool avx512vl = false;
+  bool avx512bw = false;
   bool avx512bf16 = false;
 };
 
@@ -47,6 +48,7 @@ const CpuFeatures& Features() {
     f.fma = __builtin_cpu_supports("fma");
     f.avx512f = __builtin_cpu_supports("avx512f");
     f.avx512vl = __builtin_cpu_supports("avx512vl");
+    f.avx512bw = __builtin_cpu_supports("avx512bw");
     f.avx512bf16 = __builtin_cpu_supports("avx512bf16");
 #endif
     return f;
@@ -151,6 +153,7 @@ const char* MissingFeature(AttentionIsa isa) {
   }
   if (avx512 && !f.avx512f) return "avx512f";
   if (avx512 && !f.avx512vl) return "avx512vl";
+  if (isa == AttentionIsa::kAvx512Bf16 && !f.avx512bw) return "avx512bw";
   if (isa == AttentionIsa::kAvx512Bf16 && !f.avx512bf16) return "avx512bf16";
   return "";
 }
@@ -167,7 +170,9 @@ AttentionIsa ActiveAttentionIsa() {
   AttentionIsa chosen = forced_isa.load(std::memory_order_relaxed);
   if (chosen == AttentionIsa::kAuto) chosen = IsaFromEnvironment();
   if (chosen != AttentionIsa::kAuto) return chosen;
-  // Not kAvx512Bf16: measured slower than kAvx512 (attention_internal.h).
+  // kAvx512Bf16 differs from kAvx512 only on bf16 pools, which it computes in bf16 math
+  // (attention_internal.h).
+  if (CpuSupports(AttentionIsa::kAvx512Bf16)) return AttentionIsa::kAvx512Bf16;
   if (CpuSupports(AttentionIsa::kAvx512)) return AttentionIsa::kAvx512;
   if (CpuSupports(AttentionIsa::kAvx2)) return AttentionIsa::kAvx2;
   return AttentionIsa::kScalar;
@@ -209,6 +214,7 @@ void LaneScratch::Reserve(uint32_t batches, uint32_t head_dim, const TileKernels
   stride_ = 2 * size_t{kLanes} * head_dim + 2 * kLanes + size_t{kLanes} * q_terms_ * head_dim / 2;
   head_dim_ = head_dim;
   pair_group_ = kernels.pair_group[table];
+  order_ = kernels.order[table];
   const size_t needed = size_t{batches} * stride_ + kAlignFloats;
   if (storage_.size() < needed) storage_.resize(needed);
   if (limits_.size() < size_t{batches} * kLanes) limits_.resize(size_t{batches} * kLanes);
@@ -229,16 +235,15 @@ void InitLane(LaneScratch& scratch, uint32_t b, uint32_t lane, const float* q, f
   const float factor = scale * kLog2E;
   const uint32_t group = scratch.PairGroup();
   const uint32_t paired = group == 0 ? 0 : head_dim / group * group;
-  for (uint32_t c = 0; c < paired; c += group) {  // evens, then odds (TileKernels::pair_group)
-    for (uint32_t i = 0; i < group / 2; ++i) {
-      q_lane[c + i] = q[c + 2 * i] * factor;
-      q_lane[c + group / 2 + i] = q[c + 2 * i + 1] * factor;
-    }
+  const ColumnOrder order = scratch.Order();
+  for (uint32_t c = 0; c < paired; c += group) {  // the scratch's order (TileKernels::order)
+    for (uint32_t i = 0; i < group; ++i)
+      q_lane[c + ScratchColumn(order, group, i)] = q[c + i] * factor;
   }
   for (uint32_t d = paired; d < head_dim; ++d) q_lane[d] = q[d] * factor;
   if (const uint32_t terms = scratch.QTerms(); terms > 0) {
-    // Each term rounds (to nearest even) what the earlier ones left: three terms carry the 24
-    // bits of an fp32 q, so bf16 dot products score as exactly as fp32 FMAs do.
+    // Each term rounds (to nearest even) what the earlier ones left: three terms would carry the
+    // 24 bits of an fp32 q; the kernels of bf16 math take one, q in bf16.
     uint32_t* pairs = scratch.QPairs(b) + size_t{lane} * terms * (head_dim / 2);
     for (uint32_t i = 0; i < head_dim / 2; ++i) {
       float rest[2] = {q[2 * i] * factor, q[2 * i + 1] * factor};
@@ -254,6 +259,11 @@ void InitLane(LaneScratch& scratch, uint32_t b, uint32_t lane, const float* q, f
   std::fill_n(scratch.O(b) + size_t{lane} * head_dim, head_dim, 0.0f);
   scratch.M(b)[lane] = kMinusInf;
   scratch.L(b)[lane] = 0;
+}
+
+void RoundQueriesAsBf16Math(float* q, size_t count, float scale) {
+  const float factor = scale * kLog2E;  // as InitLane
+  for (size_t i = 0; i < count; ++i) q[i] = Bf16ToFloat(FloatToBf16(q[i] * factor)) / factor;
 }
 
 void ClearLanesFrom(LaneScratch& scratch, uint32_t b, uint32_t from, uint32_t head_dim) {
@@ -282,11 +292,10 @@ void FinishLane(LaneScratch& scratch, uint32_t b, uint32_t lane, uint32_t head_d
   const float inverse = 1.0f / sum;
   const uint32_t group = scratch.PairGroup();
   const uint32_t paired = group == 0 ? 0 : head_dim / group * group;
+  const ColumnOrder order = scratch.Order();
   for (uint32_t c = 0; c < paired; c += group) {  // undoes InitLane's order
-    for (uint32_t i = 0; i < group / 2; ++i) {
-      out[c + 2 * i] = o[c + i] * inverse;
-      out[c + 2 * i + 1] = o[c + group / 2 + i] * inverse;
-    }
+    for (uint32_t i = 0; i < group; ++i)
+      out[c + i] = o[c + ScratchColumn(order, group, i)] * inverse;
   }
   for (uint32_t d = paired; d < head_dim; ++d) out[d] = o[d] * inverse;
   if (lse != nullptr) *lse = (scratch.M(b)[lane] + std::log2(sum)) * kLn2;

@@ -40,8 +40,8 @@ struct HostInfo {
   std::string feather_version;
   bool sanitized = false;              // built with ASan/UBSan (FEATHER_SANITIZE)
   bool cuda_compiler_present = false;  // /usr/local/cuda/bin/nvcc exists or CUDA found at build
-  // The CPU kernels this build runs on this machine: the attention tile step ("avx512",
-  // "avx2", "scalar", or "avx512bf16" when forced; hw/attention_internal.h) and the GEMM the
+  // The CPU kernels this build runs on this machine: the attention tile step ("avx512bf16",
+  // "avx512", "avx2" or "scalar"; hw/attention_internal.h) and the GEMM the
   // engine's default backend runs ("eigen/avx512", "eigen/avx2" or "blas"; hw/gemm.h). Forced
   // by FEATHER_ATTENTION_ISA / FEATHER_GEMM_ISA.
   std::string attention_isa;

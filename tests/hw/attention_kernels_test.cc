@@ -10,6 +10,11 @@
 //   out: |got − want| ≤ 3e-5 + 1e-5·|want|   (outputs are convex mixes of V ∈ [−1, 1])
 //   lse: |got − want| ≤ 3e-5 + 1e-5·|want|, and −inf exactly where the range is empty.
 // The kernels' own rounding is ~1e-6 here (fp32 dot products of ≤ 128 terms, a 2e-7 exp2).
+// Kernels in bf16 math (TileKernels::bf16_math: the AVX-512 BF16 step on bf16 pools) round q and
+// the softmax weights p to bf16. The tests give both sides the q such kernels see (KernelQ), so
+// scores and lse keep the bounds above; p's rounding (relative ≤ 2^-9, the running sum keeps the
+// fp32 p) moves out by at most 2^-9·max|v| = 2^-9, which out's bound adds (OutBound), twice
+// where two kernel results are compared with each other.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -196,9 +201,30 @@ PagedKvView Batch::View(Pools& pools) const {
                      .last_page_len = last_page_len.data()};
 }
 
-// max |got − want| − tolerance must stay ≤ 0; −inf must match −inf exactly.
+// Whether the active tile step computes bf16 pools in bf16 math (see the bounds above).
+bool Bf16Math(KvDtype dtype) {
+  return dtype == KvDtype::kBf16 && attention_internal::ActiveTileKernels().bf16_math[1];
+}
+
+// The absolute bound on out beyond kAbsTolerance: 2^-9 per kernel result in bf16 math.
+float OutBound(KvDtype dtype, int kernel_results = 1) {
+  return Bf16Math(dtype) ? static_cast<float>(kernel_results) * 0x1p-9f : 0.0f;
+}
+
+// q as the active tile step sees it for a pool of `dtype` at `scale`: itself, or in bf16 math
+// the value whose q·scale·log2 e is the bf16 the kernels round it to (InitLane), so that the
+// reference scores with it what the kernels score.
+std::vector<float> KernelQ(std::vector<float> q, float scale, KvDtype dtype) {
+  if (Bf16Math(dtype)) attention_internal::RoundQueriesAsBf16Math(q.data(), q.size(), scale);
+  return q;
+}
+
+float TestScale(uint32_t head_dim) { return 1.5f / std::sqrt(static_cast<float>(head_dim)); }
+
+// max |got − want| − tolerance must stay ≤ 0; −inf must match −inf exactly. extra_abs: added to
+// the absolute bound (OutBound).
 void ExpectClose(const std::vector<float>& got, const std::vector<float>& want,
-                 const std::string& what) {
+                 const std::string& what, float extra_abs = 0.0f) {
   ASSERT_EQ(got.size(), want.size()) << what;
   double worst = 0;
   size_t worst_index = 0;
@@ -208,7 +234,7 @@ void ExpectClose(const std::vector<float>& got, const std::vector<float>& want,
       continue;
     }
     ASSERT_FALSE(std::isnan(got[i])) << what << " at " << i;
-    const double excess = std::abs(double{got[i]} - want[i]) - kAbsTolerance -
+    const double excess = std::abs(double{got[i]} - want[i]) - kAbsTolerance - extra_abs -
                           kRelTolerance * std::abs(double{want[i]});
     if (excess > worst) {
       worst = excess;
@@ -226,7 +252,7 @@ DecodeAttentionParams DecodeParams(Pools& pools, const Batch& batch, uint32_t nu
   p.kv = batch.View(pools);
   p.kv_begin = batch.kv_begin.data();
   p.num_heads = num_heads;
-  p.scale = 1.5f / std::sqrt(static_cast<float>(pools.layout().head_dim));
+  p.scale = TestScale(pools.layout().head_dim);
   p.num_threads = threads;
   return p;
 }
@@ -243,7 +269,7 @@ void ExpectDecodeMatchesReference(DecodeAttentionParams p, DecodeWorkspace& work
   p.out = want_out.data();
   p.lse = want_lse.data();
   ReferenceDecodeAttention(p);
-  ExpectClose(out, want_out, what + " out");
+  ExpectClose(out, want_out, what + " out", OutBound(p.kv.layout.dtype));
   ExpectClose(lse, want_lse, what + " lse");
 }
 
@@ -307,7 +333,10 @@ TEST(AttentionIsaTest, SupportedPathsCanBeForcedAndAutoPicksTheWidest) {
   if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) {
     widest = AttentionIsa::kAvx2;
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) {
-      widest = AttentionIsa::kAvx512;  // avx512bf16 only when forced (measured slower)
+      widest = AttentionIsa::kAvx512;
+      if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512bf16")) {
+        widest = AttentionIsa::kAvx512Bf16;
+      }
     }
   }
 #endif
@@ -426,7 +455,8 @@ TEST_P(AttentionKernelsTest, DecodeMatchesReference) {
     }
     batch.Finish(pools.layout().block_tokens);
     const uint32_t heads = NumHeads(pools);
-    const auto q = RandomFloats(rng, size_t{requests} * heads * head_dim(), 1.0f);
+    const auto q = KernelQ(RandomFloats(rng, size_t{requests} * heads * head_dim(), 1.0f),
+                           TestScale(head_dim()), dtype());
     ExpectDecodeMatchesReference(DecodeParams(pools, batch, heads, q, threads()), workspace,
                                  "seed " + std::to_string(seed));
   }
@@ -442,7 +472,8 @@ TEST_P(AttentionKernelsTest, SharedPrefixMatchesReference) {
     const uint32_t rows = 9;  // of which the group holds a scattered subset
     const std::vector<uint32_t> q_rows = {7, 1, 4, 8, 2};
     const uint32_t heads = NumHeads(pools);
-    const auto q = RandomFloats(rng, size_t{rows} * heads * head_dim(), 1.0f);
+    const auto q = KernelQ(RandomFloats(rng, size_t{rows} * heads * head_dim(), 1.0f),
+                           TestScale(head_dim()), dtype());
     std::vector<float> out(size_t{rows} * heads * head_dim(), 0.0f), lse(rows * heads, 0.0f);
     std::vector<float> want_out = out, want_lse = lse;
     Batch prefix;
@@ -454,7 +485,7 @@ TEST_P(AttentionKernelsTest, SharedPrefixMatchesReference) {
     p.q_rows = q_rows.data();
     p.num_queries = static_cast<uint32_t>(q_rows.size());
     p.num_heads = heads;
-    p.scale = 1.5f / std::sqrt(static_cast<float>(head_dim()));
+    p.scale = TestScale(head_dim());
     p.num_threads = threads();
     p.out = out.data();
     p.lse = lse.data();
@@ -463,7 +494,8 @@ TEST_P(AttentionKernelsTest, SharedPrefixMatchesReference) {
     p.lse = want_lse.data();
     ReferenceSharedPrefixAttention(p);
     const std::string what = "seed " + std::to_string(seed);
-    ExpectClose(out, want_out, what + " out");  // rows outside the group stay 0 in both
+    // Rows outside the group stay 0 in both.
+    ExpectClose(out, want_out, what + " out", OutBound(dtype()));
     ExpectClose(lse, want_lse, what + " lse");
   }
 }
@@ -514,7 +546,8 @@ TEST_P(AttentionKernelsTest, CascadeEqualsPlainDecodeOverFullRange) {
     for (const uint32_t end : loners) batch.Add(pools.Take(BlocksFor(end, block_tokens)), 0, end);
     batch.Finish(block_tokens);
     const uint32_t heads = NumHeads(pools);
-    const auto q = RandomFloats(rng, size_t{batch.size()} * heads * head_dim(), 1.0f);
+    const auto q = KernelQ(RandomFloats(rng, size_t{batch.size()} * heads * head_dim(), 1.0f),
+                           TestScale(head_dim()), dtype());
     Batch prefixes;  // one entry per group: its shared pages
     std::vector<uint32_t> group_indptr = {0}, rows;
     for (size_t g = 0; g < group_rows.size(); ++g) {
@@ -542,8 +575,8 @@ TEST_P(AttentionKernelsTest, CascadeEqualsPlainDecodeOverFullRange) {
       cascade.decode.lse = with_lse ? lse.data() : nullptr;
       CascadeDecodeAttention(cascade, cascade_workspace);
       const std::string what = "seed " + std::to_string(seed) + (with_lse ? " lse" : " no-lse");
-      ExpectClose(out, plain_out, what + " cascade vs decode");
-      ExpectClose(out, want_out, what + " cascade vs reference");
+      ExpectClose(out, plain_out, what + " cascade vs decode", OutBound(dtype(), 2));
+      ExpectClose(out, want_out, what + " cascade vs reference", OutBound(dtype()));
       if (with_lse) {
         ExpectClose(lse, plain_lse, what + " lse cascade vs decode");
         ExpectClose(lse, want_lse, what + " lse cascade vs reference");
@@ -582,20 +615,21 @@ TEST_P(AttentionKernelsTest, PrefillMatchesReference) {
       const auto v_new = RandomFloats(rng, k_new.size(), 1.0f);
       AppendKv(kv, r, context[r], chunk_len[r], k_new.data(), v_new.data());
     }
-    const auto q = RandomFloats(rng, size_t{rows} * heads * head_dim(), 1.0f);
+    const auto q = KernelQ(RandomFloats(rng, size_t{rows} * heads * head_dim(), 1.0f),
+                           TestScale(head_dim()), dtype());
     std::vector<float> out(q.size(), 9.0f), want(q.size());
     PrefillAttentionParams p;
     p.q = q.data();
     p.kv = kv;
     p.qo_indptr = qo_indptr.data();
     p.num_heads = heads;
-    p.scale = 1.5f / std::sqrt(static_cast<float>(head_dim()));
+    p.scale = TestScale(head_dim());
     p.num_threads = threads();
     p.out = out.data();
     PrefillAttention(p);
     p.out = want.data();
     ReferencePrefillAttention(p);
-    ExpectClose(out, want, "seed " + std::to_string(seed));
+    ExpectClose(out, want, "seed " + std::to_string(seed), OutBound(dtype()));
   }
 }
 
@@ -631,7 +665,8 @@ TEST(AttentionKernelsOddShapesTest, DecodeHandlesOtherHeadDimsGroupsAndKvHeads) 
         }
         batch.Finish(shape.block_tokens);
         const uint32_t heads = shape.group * shape.kv_heads;
-        const auto q = RandomFloats(rng, size_t{batch.size()} * heads * shape.dim, 1.0f);
+        const auto q = KernelQ(RandomFloats(rng, size_t{batch.size()} * heads * shape.dim, 1.0f),
+                               TestScale(shape.dim), dtype);
         for (const int threads : {1, 2}) {
           ExpectDecodeMatchesReference(
               DecodeParams(pools, batch, heads, q, threads), workspace,
@@ -693,7 +728,8 @@ TEST(AttentionPropertyTest, SplitAndMergeEqualsWholeRangeAndIsasAgree) {
     left.Add(table, 0, k);
     right.Add(table, k, n);
     for (Batch* b : {&whole, &left, &right}) b->Finish(16);
-    const auto q = RandomFloats(rng, size_t{heads} * dim, 2.0f);
+    // The automatic step may be one of bf16 math: the scalar step then runs on the q it sees.
+    const auto q = KernelQ(RandomFloats(rng, size_t{heads} * dim, 2.0f), TestScale(dim), dtype);
     const int threads = static_cast<int>(rng.UniformInt(1, 2));
     auto run = [&](const Batch& batch, AttentionIsa isa, std::vector<float>& out,
                    std::vector<float>& lse) {
@@ -712,11 +748,11 @@ TEST(AttentionPropertyTest, SplitAndMergeEqualsWholeRangeAndIsasAgree) {
     MergeAttentionStates(left_out.data(), left_lse.data(), right_out.data(), right_lse.data(), 1,
                          heads, dim, threads);
     const std::string what = "seed " + std::to_string(seed);
-    ExpectClose(left_out, whole_out, what + " merged out");
+    ExpectClose(left_out, whole_out, what + " merged out", OutBound(dtype, 2));
     ExpectClose(left_lse, whole_lse, what + " merged lse");
     std::vector<float> scalar_out, scalar_lse;
     run(whole, AttentionIsa::kScalar, scalar_out, scalar_lse);
-    ExpectClose(scalar_out, whole_out, what + " scalar vs auto out");
+    ExpectClose(scalar_out, whole_out, what + " scalar vs auto out", OutBound(dtype));
     ExpectClose(scalar_lse, whole_lse, what + " scalar vs auto lse");
   }
 }
