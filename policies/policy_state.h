@@ -83,6 +83,7 @@ struct Observation {
   // (< 1/2, < 7/8, else); KV occupancy 0..2 (< 1/2, < 9/10, else); waiting requests.
   uint8_t cascade = 0;
   bool in_largest_group = false;
+  uint32_t largest_group_requests = 0;  // that group's requests in the batch
   uint8_t group_share = 0;
   uint8_t kv_occupancy = 0;
   uint32_t waiting = 0;
@@ -106,6 +107,7 @@ struct Observation {
   static_assert(StopContext::kPrefixGroupDepths[0] == kCascadeMinPrefixTokens);
   const StopContext::PrefixGroup& group = context.largest_groups[0];
   o.in_largest_group = group.candidate_in;
+  o.largest_group_requests = group.requests;
   if (context.batch_size > 0) {
     const uint64_t m = group.requests;
     o.group_share = m * 2 < context.batch_size   ? 0

@@ -13,13 +13,14 @@ namespace feather {
 
 std::span<const ConfigField<QLearningConfig>> QLearningConfig::Fields() {
   using C = QLearningConfig;
-  static constexpr std::array<ConfigField<C>, 5> kFields = {{
+  static constexpr std::array<ConfigField<C>, 6> kFields = {{
       {"learning_rate", &C::learning_rate, ConfigField<C>::Real(0, 1, true)},
       {"discount", &C::discount, ConfigField<C>::Real(0, 1)},
       {"epsilon_start", &C::epsilon_start, ConfigField<C>::Real(0, 1)},
       {"epsilon_min", &C::epsilon_min, ConfigField<C>::Real(0, 1)},
       {"epsilon_decay_decisions", &C::epsilon_decay_decisions,
        ConfigField<C>::Integer(0, std::numeric_limits<int64_t>::max())},
+      {"hold", &C::hold, ConfigField<C>::Flag()},
   }};
   return kFields;
 }
@@ -56,6 +57,15 @@ double QLearningPolicy::MaxQ(uint32_t state_index) const {
   return std::max(Q(state_index, StopDecision::kAdd), Q(state_index, StopDecision::kStop));
 }
 
+bool QLearningPolicy::HoldGoesOn(const Observation& o) const {
+  return config_.state_bins == StateBins::kCascade && o.cascade == 0 &&
+         o.largest_group_requests >= kCascadeMinRequests;
+}
+
+bool QLearningPolicy::MayHold(const Observation& o) const {
+  return config_.hold && HoldGoesOn(o) && !o.in_largest_group;
+}
+
 void QLearningPolicy::Update(uint32_t cell, double target) {
   tables_.q[cell] += config_.learning_rate * (target - tables_.q[cell]);
   ++tables_.visits[cell];
@@ -67,8 +77,16 @@ StopDecision QLearningPolicy::Decide(const StopContext& context) {
       (o.tip_loss_chunks == 0 && o.has_tip) ||
       (config_.state_bins == StateBins::kCascade && o.cascade == 1);
   if (o.batch_size == 0 || free_addition) return StopDecision::kAdd;
+  if (holding_ && HoldGoesOn(o)) {
+    return o.in_largest_group ? StopDecision::kAdd : StopDecision::kStop;
+  }
+  holding_ = false;
   const uint32_t state = StateIndex(Discretize(o, config_.state_bins));
-  if (!learning()) return Greedy(state);
+  if (!learning()) {
+    const StopDecision greedy = Greedy(state);
+    holding_ = greedy == StopDecision::kStop && MayHold(o);
+    return greedy;
+  }
 
   StopDecision action;
   if (rng_.NextUnit() < epsilon()) {
@@ -87,6 +105,7 @@ StopDecision QLearningPolicy::Decide(const StopContext& context) {
   }
   last_cell_ = CellIndex(state, action);
   in_round_ = true;
+  holding_ = action == StopDecision::kStop && MayHold(o);
   return action;
 }
 
@@ -113,7 +132,7 @@ void QLearningPolicy::Restore(const QLearningConfig& config, const QTables& tabl
   config_ = config;
   tables_ = tables;
   rng_.state = rng_state;
-  in_round_ = awaiting_ = false;
+  in_round_ = awaiting_ = holding_ = false;
 }
 
 }  // namespace feather

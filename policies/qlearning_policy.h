@@ -30,6 +30,20 @@
 //     same decisions.
 //   * frozen (learning() == false): greedy, no draw, no table or counter change.
 //   Greedy = argmax_a Q(ŝ, a), ties to Add.
+//   * hold (scheduler.qlearning.hold, cascade bins only): a Stop in a mixed batch (no
+//     cascade-worthy prefix common to all its requests) of a candidate outside the batch's
+//     largest group G, with G of at least kCascadeMinRequests requests, is an option in the
+//     sense of Sutton, Precup and Singh (1999): it holds the batch for G. While the batch stays
+//     mixed and G that large, every candidate outside G is stopped and every one in G added,
+//     without a table decision; the hold ends when the batch qualifies for cascade (or G shrinks
+//     below the bound). The Stop's transition then spans the whole hold: its return sums the
+//     decode throughput of every step until the next table decision, as for any round's last
+//     decision. Why: a mixed batch converges to one group only if its other groups' requests are
+//     refused for as many steps as they take to finish (hundreds), so one Stop in a mixed batch,
+//     followed by Adds that undo it, earns nothing; the table's decisions were then nearly all in
+//     mixed states, between actions whose returns differed by noise, and a frozen table ran at
+//     0.87x the online bandit on the default scenario (results/policy-suite/). Learning or
+//     frozen, the hold acts the same.
 // Discretization as the bandit's (policy_state.h): scheduler.state_bins, "authors" by default;
 // "cascade" gives the state the batch's cascade status, its KV occupancy and the prefill backlog.
 // A round without an executed step drops its decisions (their transitions are not updated).
@@ -56,6 +70,7 @@ struct QLearningConfig {
   double epsilon_start = 1.0;
   double epsilon_min = 0.05;
   uint64_t epsilon_decay_decisions = 20000;
+  bool hold = false;  // a Stop in a mixed batch holds it for its largest group (above)
   StateBins state_bins =
       StateBins::kAuthors;  // the scenario's scheduler.state_bins, not a knob here
 
@@ -89,11 +104,14 @@ class QLearningPolicy final : public StopPolicy {
   [[nodiscard]] const QTables& tables() const { return tables_; }
   [[nodiscard]] uint64_t rng_state() const { return rng_.state; }
   // Replaces configuration, table and generator state (stop_policy_io.h's load, and tests that
-  // start from given Q values); drops the transitions in flight.
+  // start from given Q values); drops the transitions in flight and any hold.
   void Restore(const QLearningConfig& config, const QTables& tables, uint64_t rng_state);
 
  private:
   [[nodiscard]] StopDecision Greedy(uint32_t state_index) const;
+  // Whether a Stop of this observation starts a hold, and whether a hold goes on through it.
+  [[nodiscard]] bool MayHold(const Observation& o) const;
+  [[nodiscard]] bool HoldGoesOn(const Observation& o) const;
   [[nodiscard]] double MaxQ(uint32_t state_index) const;
   void Update(uint32_t cell, double target);
 
@@ -108,6 +126,7 @@ class QLearningPolicy final : public StopPolicy {
   bool awaiting_ = false;
   double return_ = 0.0;         // Σ γ^j r_j of the steps since the awaiting decision
   double return_discount_ = 1;  // γ^m
+  bool holding_ = false;        // a hold is in force (config_.hold)
 };
 
 }  // namespace feather

@@ -256,7 +256,10 @@ void LoadOptions(Reader& r, const Json& options, Config& config) {
       }
       value = v;
     } else if constexpr (std::is_same_v<T, bool>) {
-      const Json* j = r.Field(options, key, "options");
+      // A flag absent from the file keeps its default: files written before the flag existed
+      // (qlearning's hold) describe policies without it.
+      const auto it = options.is_object() ? options.find(key) : options.end();
+      const Json* j = it == options.end() ? nullptr : &*it;
       if (j && !j->is_boolean()) {
         r.Problem(Reader::Join("options", key), "expected true or false, got " + Reader::Show(*j));
       } else if (j) {

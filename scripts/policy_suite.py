@@ -165,14 +165,16 @@ def write_pretrained(out, by_scenario):
             frozen[(source, s["scenario"]["name"])] = (float(s["throughput_tok_s"]),
                                                        float(s.get("cascade_step_fraction", 0)))
     lines = ["# Pretrain on one, evaluate on the others", "",
-             "Q-learning with the cascade state bins, pretrained (`feather pretrain`) on the "
-             "source scenario and run frozen (`scheduler.policy.learning: false`) on every "
-             "scenario of the suite. Pretraining keeps the epoch whose frozen run on a held-out "
+             "Q-learning with the cascade state bins and the hold option "
+             "(`scheduler.qlearning.hold: true`, policies/qlearning_policy.h), pretrained "
+             "(`feather pretrain`, 200,000 steps) on the source scenario and run frozen "
+             "(`scheduler.policy.learning: false`) on every scenario of the suite. Pretraining keeps the epoch whose frozen run on a held-out "
              "workload (seed + 1,000,003) was fastest (`feather pretrain --keep best`; "
              "pretrain-SOURCE.log lists every epoch). "
              "Cells: throughput relative to FCFS / relative to the online "
              f"bandit (`{ONLINE_BANDIT}`, the issue's bar for the default scenario: >= 0.95). "
-             f"`online Q` is `{ONLINE_Q}` learning from scratch in the run. Cells of the frozen "
+             f"`online Q` is `{ONLINE_Q}` (no hold) learning from scratch in the run. Cells of "
+             "the frozen "
              "columns: x FCFS / x online bandit.", "",
              "| scenario | online bandit x FCFS | online Q x FCFS | " +
              " | ".join(f"frozen from {s}" for s in sources) + " |",

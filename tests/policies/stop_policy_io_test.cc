@@ -347,6 +347,28 @@ TEST_F(StopPolicyIoTest, MissingFieldIsNamedWithItsPath) {
   EXPECT_EQ(StopPolicyToJson(*policy), before);  // nothing partially restored
 }
 
+// qlearning's hold flag came after files were written without it: absent, it is false; present,
+// it is read and range-checked like any option.
+TEST_F(StopPolicyIoTest, AbsentFlagKeepsItsDefaultAndAPresentOneIsRead) {
+  const std::string golden = ReadFile(DataFile("stop_policy_qlearning_golden.json"));
+  const std::string without = Replace(golden, "    \"hold\": false,\n", "");
+  ASSERT_NE(without, golden);
+  WriteFile(Path("old.json"), without);
+  QLearningConfig config;
+  config.hold = true;  // the file must set it back to false
+  QLearningPolicy policy(config, 1);
+  LoadStopPolicy(policy, Path("old.json"));
+  EXPECT_FALSE(policy.config().hold);
+  EXPECT_EQ(StopPolicyToJson(policy), golden);
+
+  WriteFile(Path("hold.json"), Replace(golden, "\"hold\": false", "\"hold\": true"));
+  LoadStopPolicy(policy, Path("hold.json"));
+  EXPECT_TRUE(policy.config().hold);
+  const std::string message =
+      LoadError(policy, Path("bad.json"), Replace(golden, "\"hold\": false", "\"hold\": 1"));
+  EXPECT_NE(message.find("options.hold': expected true or false"), std::string::npos) << message;
+}
+
 TEST_F(StopPolicyIoTest, EveryProblemIsReportedAtOnce) {
   const std::string golden = ReadFile(DataFile("stop_policy_qlearning_golden.json"));
   std::string text = Replace(golden, "\"learning_rate\": 0.5,\n", "");

@@ -503,6 +503,76 @@ TEST(QLearningPolicy, CascadeBinsReadTheBatchShape) {
   EXPECT_EQ(policy.tables().visits[CellIndex(StateIndex(StateKey{3, 5, 8}), kAdd)], 1u);
 }
 
+// A mixed batch of 40 (no common prefix), its largest group of `group` requests, the candidate
+// in it or not; 300 waiting, KV 95 % full.
+StopContext MixedContext(uint32_t group, bool candidate_in) {
+  StopContext c = Context(40, std::nullopt, 300);
+  c.kv_used_blocks = 95;
+  c.kv_total_blocks = 100;
+  c.largest_groups[0] = {group, 512, candidate_in};
+  return c;
+}
+
+TEST(QLearningPolicy, AHoldStopsOthersAndAddsTheGroupUntilTheBatchConvergesThenCreditsItAll) {
+  QLearningConfig config = GreedyConfig();
+  config.state_bins = StateBins::kCascade;
+  config.hold = true;
+  for (const bool learning : {true, false}) {
+    SCOPED_TRACE(learning ? "learning" : "frozen");
+    QLearningPolicy policy(config, 1);
+    const StopContext other = MixedContext(kCascadeMinRequests, false);
+    const uint32_t mixed = StateIndex(Discretize(Observe(other), StateBins::kCascade));
+    auto tables = std::make_unique<QTables>();
+    tables->q[CellIndex(mixed, kStop)] = 10.0;  // greedy: Stop
+    policy.Restore(config, *tables, 1);
+    policy.set_learning(learning);
+
+    policy.BeginRound();
+    EXPECT_EQ(policy.Decide(other), kStop);  // the table's Stop starts the hold
+    policy.OnStepExecuted(Reward(100));
+    policy.BeginRound();  // held: others stopped, the group added, no table decision
+    EXPECT_EQ(policy.Decide(other), kStop);
+    EXPECT_EQ(policy.Decide(MixedContext(kCascadeMinRequests, true)), kAdd);
+    EXPECT_EQ(policy.tables().decisions, learning ? 1u : 0u);
+    policy.OnStepExecuted(Reward(50));
+    // Converged: the batch shares a 5K-token prefix that this candidate would end. The hold is
+    // over; this is a table decision (Q 0 both ways: Add), which closes the Stop's transition
+    // over both steps: 10 + 0.5 · (100 + 0.9 · 50 + 0.81 · 0 − 10) = 77.5.
+    StopContext converged = MixedContext(kCascadeMinRequests, false);
+    converged.batch_common_prefix_tokens = 5000;
+    policy.BeginRound();
+    EXPECT_EQ(policy.Decide(converged), kAdd);
+    EXPECT_EQ(policy.tables().decisions, learning ? 2u : 0u);
+    EXPECT_DOUBLE_EQ(policy.Q(mixed, kStop), learning ? 77.5 : 10.0);
+    // The hold ended: a mixed batch again meets the table (greedy Stop), a new hold.
+    policy.OnStepExecuted(Reward(10));
+    policy.BeginRound();
+    EXPECT_EQ(policy.Decide(other), kStop);
+    EXPECT_EQ(policy.tables().decisions, learning ? 3u : 0u);
+  }
+}
+
+TEST(QLearningPolicy, NoHoldWithoutTheFlagOrForAGroupTooSmallToCascade) {
+  for (const bool small_group : {false, true}) {
+    QLearningConfig config = GreedyConfig();
+    config.state_bins = StateBins::kCascade;
+    config.hold = small_group;  // the flag on only where the group is too small
+    const uint32_t group = small_group ? kCascadeMinRequests - 1 : kCascadeMinRequests;
+    QLearningPolicy policy(config, 1);
+    const StopContext other = MixedContext(group, false);
+    const uint32_t mixed = StateIndex(Discretize(Observe(other), StateBins::kCascade));
+    auto tables = std::make_unique<QTables>();
+    tables->q[CellIndex(mixed, kStop)] = 10.0;
+    policy.Restore(config, *tables, 1);
+    policy.BeginRound();
+    EXPECT_EQ(policy.Decide(other), kStop);
+    policy.OnStepExecuted(Reward(100));
+    policy.BeginRound();
+    EXPECT_EQ(policy.Decide(other), kStop);
+    EXPECT_EQ(policy.tables().decisions, 2u);  // the table again, not a hold
+  }
+}
+
 TEST(QLearningPolicy, EpsilonDecaysLinearlyToTheMinimum) {
   QLearningConfig config;
   config.epsilon_start = 1.0;
