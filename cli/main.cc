@@ -320,6 +320,12 @@ int Main(int argc, char** argv) {
                    "fastest) or last")
       ->check(CLI::IsMember({"best", "last"}))
       ->capture_default_str();
+  pretrain
+      ->add_option("--held-out", pretrain_options.held_out,
+                   "With --keep best: held-out workloads each epoch's frozen table runs on; the "
+                   "best mean throughput wins")
+      ->check(CLI::Range(uint32_t{1}, uint32_t{64}))
+      ->capture_default_str();
 
   // feather sweep, feather plot, feather trace-stats (cli/sweep_command.h, plot_command.h,
   // trace_stats.h)

@@ -249,9 +249,14 @@ int PretrainCommand(const PretrainCommandOptions& options, std::ostream& out) {
     std::unique_ptr<StopPolicy> policy = MakeScenarioPolicy(scenario);
     policy->set_learning(true);
     const auto interruptible = [](const SimProgress&) { ThrowIfInterrupted(); };
-    const Workload held_out = GenerateWorkload(
-        scenario.workload, scenario.seed + PretrainCommandOptions::kHoldOutSeedOffset);
     const bool keep_best = options.keep == "best";
+    // A trace replay generates the same workload whatever the seed: run it once.
+    const bool replay = scenario.workload.use_trace;
+    std::vector<Workload> held_out;
+    for (uint32_t i = 0; keep_best && i < (replay ? 1 : options.held_out); ++i) {
+      held_out.push_back(GenerateWorkload(
+          scenario.workload, scenario.seed + PretrainCommandOptions::kHoldOutSeedOffset + i));
+    }
     std::string best_table;
     double best_throughput = -1;
     uint64_t best_epoch = 0;
@@ -273,10 +278,26 @@ int PretrainCommand(const PretrainCommandOptions& options, std::ostream& out) {
         std::unique_ptr<StopPolicy> frozen = MakeScenarioPolicy(scenario);
         StopPolicyFromJson(*frozen, table, "epoch " + std::to_string(epoch) + "'s table");
         frozen->set_learning(false);
-        const SimResult check = ExecuteRun(prepared, held_out, *frozen, interruptible);
-        const double throughput = check.summary.throughput_tok_s;
-        out << "; frozen on the held-out workload " << throughput << " tok/s, mean batch "
-            << check.summary.mean_batch_size;
+        double throughput = 0;
+        double batch = 0;
+        std::ostringstream each;
+        each << std::fixed << std::setprecision(1);
+        for (const Workload& check_workload : held_out) {
+          // A fresh frozen copy per workload: a run leaves transitions and holds in flight.
+          StopPolicyFromJson(*frozen, table, "epoch " + std::to_string(epoch) + "'s table");
+          frozen->set_learning(false);
+          const SimResult check = ExecuteRun(prepared, check_workload, *frozen, interruptible);
+          throughput += check.summary.throughput_tok_s / static_cast<double>(held_out.size());
+          batch += check.summary.mean_batch_size / static_cast<double>(held_out.size());
+          each << (each.tellp() > 0 ? ", " : "") << check.summary.throughput_tok_s;
+        }
+        if (held_out.size() == 1) {
+          out << "; frozen on the held-out workload " << throughput << " tok/s, mean batch "
+              << batch;
+        } else {
+          out << "; frozen on " << held_out.size() << " held-out workloads " << throughput
+              << " tok/s (" << each.str() << "), mean batch " << batch;
+        }
         if (throughput > best_throughput) {
           best_throughput = throughput;
           best_table = std::move(table);
@@ -294,7 +315,9 @@ int PretrainCommand(const PretrainCommandOptions& options, std::ostream& out) {
         << options.out_file;
     if (keep_best && !best_table.empty()) {
       out << " (epoch " << best_epoch << "'s table: frozen " << best_throughput
-          << " tok/s on the held-out workload, the best of the epochs)";
+          << (held_out.size() == 1 ? " tok/s on the held-out workload"
+                                   : " tok/s on the held-out workloads' mean")
+          << ", the best of the epochs)";
     } else {
       out << " (the last table)";
     }

@@ -236,6 +236,48 @@ TEST_F(RunCommandTest, PretrainKeepsTheBestEpochOnTheHeldOutWorkload) {
   EXPECT_THAT(bad.err, HasSubstr("--keep"));
 }
 
+// --held-out N judges each epoch by the mean of N held-out workloads: the log prints each and the
+// mean, the kept epoch has the highest mean, and N outside [1, 64] is refused.
+TEST_F(RunCommandTest, PretrainJudgesEachEpochOnTheMeanOfItsHeldOutWorkloads) {
+  const std::string scenario = std::string(FEATHER_SOURCE_DIR) + "/scenarios/default.yaml";
+  const std::vector<std::string> q = {"scheduler.stop=qlearning", "workload.requests=150"};
+  const fs::path best = dir_ / "best.json";
+  const RunResult train = RunFeather(SmallWith(
+      {"pretrain", scenario, "--steps", "3000", "--held-out", "2", "--out", best.string()}, q));
+  ASSERT_EQ(train.exit_code, 0) << train.err;
+  const std::regex epoch_line(
+      R"(epoch (\d+): .*frozen on 2 held-out workloads ([0-9.]+) tok/s \(([0-9.]+), ([0-9.]+)\))");
+  std::vector<double> means;
+  std::istringstream lines(train.out);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (std::regex_search(line, m, epoch_line)) {
+      ASSERT_EQ(std::stoul(m[1]), means.size());
+      means.push_back(std::stod(m[2]));
+      EXPECT_NEAR(means.back(), (std::stod(m[3]) + std::stod(m[4])) / 2, 0.051) << line;
+    }
+  }
+  ASSERT_GE(means.size(), 2u) << train.out;
+  std::smatch saved;
+  ASSERT_TRUE(std::regex_search(train.out, saved,
+                                std::regex(R"(\(epoch (\d+)'s table: frozen ([0-9.]+) tok/s on )"
+                                           R"(the held-out workloads' mean)")))
+      << train.out;
+  const size_t chosen = std::stoul(saved[1]);
+  ASSERT_LT(chosen, means.size());
+  EXPECT_EQ(means[chosen], *std::max_element(means.begin(), means.end())) << train.out;
+
+  for (const char* bad_count : {"0", "65"}) {
+    const RunResult bad = RunFeather(SmallWith({"pretrain", scenario, "--steps", "10",
+                                                "--held-out", bad_count, "--out",
+                                                (dir_ / "bad.json").string()},
+                                               q));
+    EXPECT_EQ(bad.exit_code, 2) << bad_count;
+    EXPECT_THAT(bad.err, HasSubstr("--held-out")) << bad_count;
+    EXPECT_FALSE(fs::exists(dir_ / "bad.json"));
+  }
+}
+
 // ---- requests that can never be served (exit 3) ---------------------------------------------
 
 nlohmann::json SummaryOf(const fs::path& dir) {
