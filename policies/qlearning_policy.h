@@ -32,18 +32,22 @@
 //   Greedy = argmax_a Q(ŝ, a), ties to Add.
 //   * hold (scheduler.qlearning.hold, cascade bins only): a Stop in a mixed batch (no
 //     cascade-worthy prefix common to all its requests) of a candidate outside the batch's
-//     largest group G, with G of at least kCascadeMinRequests requests, is an option in the
-//     sense of Sutton, Precup and Singh (1999): it holds the batch for G. While the batch stays
-//     mixed and G that large, every candidate outside G is stopped and every one in G added,
-//     without a table decision; the hold ends when the batch qualifies for cascade (or G shrinks
-//     below the bound). The Stop's transition then spans the whole hold: its return sums the
-//     decode throughput of every step until the next table decision, as for any round's last
-//     decision. Why: a mixed batch converges to one group only if its other groups' requests are
-//     refused for as many steps as they take to finish (hundreds), so one Stop in a mixed batch,
-//     followed by Adds that undo it, earns nothing; the table's decisions were then nearly all in
-//     mixed states, between actions whose returns differed by noise, and a frozen table ran at
-//     0.87x the online bandit on the default scenario (results/policy-suite/). Learning or
-//     frozen, the hold acts the same.
+//     largest group G (requests sharing their first kCascadeMinPrefixTokens tokens), with G of at
+//     least kCascadeMinRequests requests (what cascade needs), is an option in the sense of
+//     Sutton, Precup and Singh (1999): it holds the batch for G. While the batch stays mixed and
+//     G that large, every candidate outside G is stopped and every one in G added (G grows by
+//     its waiting peers), without a table decision; the hold ends when the batch qualifies for
+//     cascade (or G shrinks below the bound). A bound of 2 instead was measured and not kept:
+//     frozen on default 0.948 / 0.991 / 0.994x the online bandit on seeds 1-3 (0.946 / 0.965 /
+//     0.965x with 8; scheduler_time zero), but the table pretrained on default then ran
+//     no-sharing at 0.24x FCFS in the policy suite (1.00x with 8). The Stop's transition then spans
+//     the whole hold: its return sums the decode throughput of every step until the next table
+//     decision, as for any round's last decision. Why: a mixed batch converges to one group only if
+//     its other groups' requests are refused for as many steps as they take to finish (hundreds),
+//     so one Stop in a mixed batch, followed by Adds that undo it, earns nothing; the table's
+//     decisions were then nearly all in mixed states, between actions whose returns differed by
+//     noise, and a frozen table ran at 0.87x the online bandit on the default scenario
+//     (results/policy-suite/). Learning or frozen, the hold acts the same.
 // Discretization as the bandit's (policy_state.h): scheduler.state_bins, "authors" by default;
 // "cascade" gives the state the batch's cascade status, its KV occupancy and the prefill backlog.
 // A round without an executed step drops its decisions (their transitions are not updated).
