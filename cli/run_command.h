@@ -46,10 +46,10 @@ int RunScenarioCommand(const RunCommandOptions& options, std::ostream& out);
 // held-out runs had the highest mean throughput (the earliest on ties), "last" the final one.
 // More than one held-out workload: an epoch kept on one workload's figure can be that
 // workload's luck (the hold option's tables, policies/qlearning_policy.h: kept at 4,703 tok/s
-// on its held-out workload, 4,477 on the scenario's own seed). Why: a learning policy's table moves on after it was good (an
-// ε-greedy step late in training can tip the greedy choice of a whole state), and the frozen
-// policy is what a pretrained run uses; selecting on a workload the training did not see keeps
-// the choice honest.
+// on its held-out workload, 4,477 on the scenario's own seed). Why: a learning policy's table moves
+// on after it was good (an ε-greedy step late in training can tip the greedy choice of a whole
+// state), and the frozen policy is what a pretrained run uses; selecting on a workload the training
+// did not see keeps the choice honest.
 struct PretrainCommandOptions {
   static constexpr uint64_t kHoldOutSeedOffset = 1'000'003;
   std::string scenario_path;
@@ -57,7 +57,7 @@ struct PretrainCommandOptions {
   uint64_t steps = 0;
   std::string out_file;
   std::string keep = "best";  // "best" | "last"
-  uint32_t held_out = 1;       // held-out workloads per epoch (keep = "best")
+  uint32_t held_out = 1;      // held-out workloads per epoch (keep = "best")
 };
 
 int PretrainCommand(const PretrainCommandOptions& options, std::ostream& out);

@@ -268,9 +268,8 @@ TEST_F(RunCommandTest, PretrainJudgesEachEpochOnTheMeanOfItsHeldOutWorkloads) {
   EXPECT_EQ(means[chosen], *std::max_element(means.begin(), means.end())) << train.out;
 
   for (const char* bad_count : {"0", "65"}) {
-    const RunResult bad = RunFeather(SmallWith({"pretrain", scenario, "--steps", "10",
-                                                "--held-out", bad_count, "--out",
-                                                (dir_ / "bad.json").string()},
+    const RunResult bad = RunFeather(SmallWith({"pretrain", scenario, "--steps", "10", "--held-out",
+                                                bad_count, "--out", (dir_ / "bad.json").string()},
                                                q));
     EXPECT_EQ(bad.exit_code, 2) << bad_count;
     EXPECT_THAT(bad.err, HasSubstr("--held-out")) << bad_count;
