@@ -500,6 +500,31 @@ FEATHER_TILE_INLINE void ScoreRowsFrom(const TileArgs& args, uint32_t row, float
   if constexpr (kT > 1) ScoreRowsFrom<M, T, kL, kT / 2>(args, row, s);
 }
 
+// The output accumulators of one part of kCb chunks from column `col`: o·alpha in, o out.
+template <class V, int kL, int kCb, uint32_t kPart>
+FEATHER_TILE_INLINE void LoadScaledOutput(const TileArgs& args, const float* alpha, uint32_t col,
+                                          typename V::Vec (&acc)[kL][kCb]) {
+  for (int j = 0; j < kL; ++j) {
+    const typename V::Vec scale = V::Set1(alpha[j]);
+    for (int b = 0; b < kCb; ++b) {
+      acc[j][b] = V::Mul(V::Load(args.o + static_cast<size_t>(j) * args.head_dim + col +
+                                 b * V::kChunk + kPart * V::kWidth),
+                         scale);
+    }
+  }
+}
+template <class V, int kL, int kCb, uint32_t kPart>
+FEATHER_TILE_INLINE void StoreOutput(const TileArgs& args, uint32_t col,
+                                     const typename V::Vec (&acc)[kL][kCb]) {
+  for (int j = 0; j < kL; ++j) {
+    for (int b = 0; b < kCb; ++b) {
+      V::Store(
+          args.o + static_cast<size_t>(j) * args.head_dim + col + b * V::kChunk + kPart * V::kWidth,
+          acc[j][b]);
+    }
+  }
+}
+
 // One part of kCb chunks from column `col`: o[lane][..] = o·alpha + Σ_t p[t][lane]·v[t][..].
 template <class V, int kL, int kCb, uint32_t kPart>
 FEATHER_TILE_INLINE void AccumulatePart(const TileArgs& args, const float* p, const float* alpha,
@@ -508,14 +533,7 @@ FEATHER_TILE_INLINE void AccumulatePart(const TileArgs& args, const float* p, co
   const char* next_v = PrefetchSource(args.next_v, args.v);
   const char* after_k = PrefetchSource(args.after_k, args.k);
   typename V::Vec acc[kL][kCb];
-  for (int j = 0; j < kL; ++j) {
-    const typename V::Vec scale = V::Set1(alpha[j]);
-    for (int b = 0; b < kCb; ++b) {
-      acc[j][b] = V::Mul(
-          V::Load(args.o + static_cast<size_t>(j) * dim + col + b * V::kChunk + kPart * V::kWidth),
-          scale);
-    }
-  }
+  LoadScaledOutput<V, kL, kCb, kPart>(args, alpha, col, acc);
   for (uint32_t t = 0; t < args.tokens; ++t) {
     if constexpr (kPart == 0) {
       // One slice of the next tile's V (and of the K after it) per row of this pass, in address
@@ -534,12 +552,7 @@ FEATHER_TILE_INLINE void AccumulatePart(const TileArgs& args, const float* p, co
       for (int b = 0; b < kCb; ++b) acc[j][b] = V::Fma(pj, values[b], acc[j][b]);
     }
   }
-  for (int j = 0; j < kL; ++j) {
-    for (int b = 0; b < kCb; ++b) {
-      V::Store(args.o + static_cast<size_t>(j) * dim + col + b * V::kChunk + kPart * V::kWidth,
-               acc[j][b]);
-    }
-  }
+  StoreOutput<V, kL, kCb, kPart>(args, col, acc);
 }
 
 // bf16 of 8 non-negative finite floats, rounded to nearest even, each in the low half of its
@@ -599,18 +612,10 @@ FEATHER_TILE_INLINE void AccumulateRowPair(const TileArgs& args, const uint32_t*
 template <class V, int kL, int kCb, uint32_t kPart>
 FEATHER_TILE_INLINE void AccumulatePairsPart(const TileArgs& args, const uint32_t* words,
                                              const float* alpha, uint32_t col) {
-  const uint32_t dim = args.head_dim;
   const char* next_v = PrefetchSource(args.next_v, args.v);
   const char* after_k = PrefetchSource(args.after_k, args.k);
   typename V::Vec acc[kL][kCb];
-  for (int j = 0; j < kL; ++j) {
-    const typename V::Vec scale = V::Set1(alpha[j]);
-    for (int b = 0; b < kCb; ++b) {
-      acc[j][b] = V::Mul(
-          V::Load(args.o + static_cast<size_t>(j) * dim + col + b * V::kChunk + kPart * V::kWidth),
-          scale);
-    }
-  }
+  LoadScaledOutput<V, kL, kCb, kPart>(args, alpha, col, acc);
   const uint32_t tokens = args.tokens;
   for (uint32_t i = 0; 2 * i < tokens; ++i) {
     if constexpr (kPart == 0) {  // AccumulatePart's prefetch, one slice per row
@@ -625,12 +630,7 @@ FEATHER_TILE_INLINE void AccumulatePairsPart(const TileArgs& args, const uint32_
       AccumulateRowPair<V, kL, kCb, kPart, false>(args, words, i, col, acc);
     }
   }
-  for (int j = 0; j < kL; ++j) {
-    for (int b = 0; b < kCb; ++b) {
-      V::Store(args.o + static_cast<size_t>(j) * dim + col + b * V::kChunk + kPart * V::kWidth,
-               acc[j][b]);
-    }
-  }
+  StoreOutput<V, kL, kCb, kPart>(args, col, acc);
 }
 
 // Columns [col, end) kCb chunks at a time, then the rest with smaller steps; returns the first
