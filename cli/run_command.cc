@@ -273,17 +273,15 @@ int PretrainCommand(const PretrainCommandOptions& options, std::ostream& out) {
           << result.summary.throughput_tok_s << " tok/s, mean batch "
           << result.summary.mean_batch_size;
       if (keep_best) {
-        // The table as it stands, frozen, on the held-out workload.
+        // The table as it stands, frozen, on the held-out workloads.
         std::string table = StopPolicyToJson(*policy);
         std::unique_ptr<StopPolicy> frozen = MakeScenarioPolicy(scenario);
-        StopPolicyFromJson(*frozen, table, "epoch " + std::to_string(epoch) + "'s table");
-        frozen->set_learning(false);
         double throughput = 0;
         double batch = 0;
         std::ostringstream each;
         each << std::fixed << std::setprecision(1);
         for (const Workload& check_workload : held_out) {
-          // A fresh frozen copy per workload: a run leaves transitions and holds in flight.
+          // The table afresh for each workload: a run leaves transitions and holds in flight.
           StopPolicyFromJson(*frozen, table, "epoch " + std::to_string(epoch) + "'s table");
           frozen->set_learning(false);
           const SimResult check = ExecuteRun(prepared, check_workload, *frozen, interruptible);
