@@ -177,10 +177,16 @@ class LaneScratch {
 // QTerms() bf16 pairs when the kernels take them), clears o, m = −inf, l = 0.
 void InitLane(LaneScratch& scratch, uint32_t b, uint32_t lane, const float* q, float scale,
               uint32_t head_dim);
-// Replaces each of `count` query values by the one whose q·scale·log2 e is the bf16 that InitLane
-// gives kernels of bf16 math (TileKernels::bf16_math): run on the result, an fp32-exact reference
-// scores what those kernels score (tests and benchmarks compare them so).
-void RoundQueriesAsBf16Math(float* q, size_t count, float scale);
+// Whether `kernels` compute pools of `dtype` in bf16 math (TileKernels::bf16_math).
+[[nodiscard]] inline bool UsesBf16Math(const TileKernels& kernels, KvDtype dtype) {
+  return kernels.bf16_math[dtype == KvDtype::kFp32 ? 0 : 1];
+}
+// The query values `kernels` see for a pool of `dtype` at `scale`, in place: unchanged, or where
+// they use bf16 math each value whose q·scale·log2 e is the bf16 that InitLane rounds it to. Run on
+// the result, an fp32-exact reference scores what the kernels score (tests and benchmarks
+// compare them so).
+void RoundQueriesAsKernelsSee(const TileKernels& kernels, KvDtype dtype, float* q, size_t count,
+                              float scale);
 // Zeroes the q of lanes [from, kLanes) of batch b (padding lanes of a partial batch).
 void ClearLanesFrom(LaneScratch& scratch, uint32_t b, uint32_t from, uint32_t head_dim);
 // Writes lane `lane`'s normalized output (natural column order) and natural-log lse (−inf and

@@ -525,6 +525,18 @@ FEATHER_TILE_INLINE void StoreOutput(const TileArgs& args, uint32_t col,
   }
 }
 
+// The values pass's prefetch for kRows rows from row t of the part-0 pass over the kCb chunks
+// from column `col`: one slice of the next tile's V (and of the K after it) per row, in address
+// order (measured ~15% faster from DRAM than the columns this pass reads, a row apart).
+template <class V, int kCb, uint32_t kRows>
+FEATHER_TILE_INLINE void PrefetchValuesAhead(const char* next_v, const char* after_k, uint32_t col,
+                                             uint32_t tokens, uint32_t t) {
+  constexpr size_t kSlice = size_t{V::kChunk} * kCb * V::kElemBytes;
+  const size_t ahead = (size_t{col} / (V::kChunk * kCb) * tokens + t) * kSlice;
+  PrefetchSlice<kRows * kSlice>(next_v, ahead);
+  PrefetchSlice<kRows * kSlice>(after_k, ahead);
+}
+
 // One part of kCb chunks from column `col`: o[lane][..] = o·alpha + Σ_t p[t][lane]·v[t][..].
 template <class V, int kL, int kCb, uint32_t kPart>
 FEATHER_TILE_INLINE void AccumulatePart(const TileArgs& args, const float* p, const float* alpha,
@@ -535,14 +547,7 @@ FEATHER_TILE_INLINE void AccumulatePart(const TileArgs& args, const float* p, co
   typename V::Vec acc[kL][kCb];
   LoadScaledOutput<V, kL, kCb, kPart>(args, alpha, col, acc);
   for (uint32_t t = 0; t < args.tokens; ++t) {
-    if constexpr (kPart == 0) {
-      // One slice of the next tile's V (and of the K after it) per row of this pass, in address
-      // order (measured ~15% faster from DRAM than the columns this pass reads, a row apart).
-      constexpr size_t kSlice = size_t{V::kChunk} * kCb * V::kElemBytes;
-      const size_t ahead = (size_t{col} / (V::kChunk * kCb) * args.tokens + t) * kSlice;
-      PrefetchSlice<kSlice>(next_v, ahead);
-      PrefetchSlice<kSlice>(after_k, ahead);
-    }
+    if constexpr (kPart == 0) PrefetchValuesAhead<V, kCb, 1>(next_v, after_k, col, args.tokens, t);
     typename V::Vec values[kCb];
     for (int b = 0; b < kCb; ++b) {
       values[b] = V::template LoadKv<kPart>(args.v, size_t{t} * dim + col + b * V::kChunk);
@@ -618,12 +623,7 @@ FEATHER_TILE_INLINE void AccumulatePairsPart(const TileArgs& args, const uint32_
   LoadScaledOutput<V, kL, kCb, kPart>(args, alpha, col, acc);
   const uint32_t tokens = args.tokens;
   for (uint32_t i = 0; 2 * i < tokens; ++i) {
-    if constexpr (kPart == 0) {  // AccumulatePart's prefetch, one slice per row
-      constexpr size_t kSlice = size_t{V::kChunk} * kCb * V::kElemBytes;
-      const size_t ahead = (size_t{col} / (V::kChunk * kCb) * tokens + 2 * i) * kSlice;
-      PrefetchSlice<2 * kSlice>(next_v, ahead);
-      PrefetchSlice<2 * kSlice>(after_k, ahead);
-    }
+    if constexpr (kPart == 0) PrefetchValuesAhead<V, kCb, 2>(next_v, after_k, col, tokens, 2 * i);
     if (2 * i + 1 < tokens) {
       AccumulateRowPair<V, kL, kCb, kPart, true>(args, words, i, col, acc);
     } else {

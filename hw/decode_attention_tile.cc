@@ -261,7 +261,9 @@ void InitLane(LaneScratch& scratch, uint32_t b, uint32_t lane, const float* q, f
   scratch.L(b)[lane] = 0;
 }
 
-void RoundQueriesAsBf16Math(float* q, size_t count, float scale) {
+void RoundQueriesAsKernelsSee(const TileKernels& kernels, KvDtype dtype, float* q, size_t count,
+                              float scale) {
+  if (!UsesBf16Math(kernels, dtype)) return;
   const float factor = scale * kLog2E;  // as InitLane
   for (size_t i = 0; i < count; ++i) q[i] = Bf16ToFloat(FloatToBf16(q[i] * factor)) / factor;
 }

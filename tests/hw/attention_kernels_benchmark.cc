@@ -60,13 +60,15 @@ constexpr float kVerifyTolerance = 1e-4f;
 // Kernels in bf16 math (attention_internal::TileKernels::bf16_math) round q and the softmax
 // weights to bf16: the reference then runs on the q they see, and the output may move by 2^-9
 // (V in [-1, 1]; tests/hw/attention_kernels_test.cc derives it).
-bool Bf16Math(KvDtype dtype) {
-  return dtype == KvDtype::kBf16 && attention_internal::ActiveTileKernels().bf16_math[1];
+float VerifyTolerance(KvDtype dtype) {
+  const bool bf16_math =
+      attention_internal::UsesBf16Math(attention_internal::ActiveTileKernels(), dtype);
+  return kVerifyTolerance + (bf16_math ? 0x1p-9f : 0);
 }
-float VerifyTolerance(KvDtype dtype) { return kVerifyTolerance + (Bf16Math(dtype) ? 0x1p-9f : 0); }
 std::vector<float> ReferenceQ(const float* q, size_t count, float scale, KvDtype dtype) {
   std::vector<float> copy(q, q + count);
-  if (Bf16Math(dtype)) attention_internal::RoundQueriesAsBf16Math(copy.data(), count, scale);
+  attention_internal::RoundQueriesAsKernelsSee(attention_internal::ActiveTileKernels(), dtype,
+                                               copy.data(), count, scale);
   return copy;
 }
 

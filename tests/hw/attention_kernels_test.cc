@@ -201,21 +201,20 @@ PagedKvView Batch::View(Pools& pools) const {
                      .last_page_len = last_page_len.data()};
 }
 
-// Whether the active tile step computes bf16 pools in bf16 math (see the bounds above).
-bool Bf16Math(KvDtype dtype) {
-  return dtype == KvDtype::kBf16 && attention_internal::ActiveTileKernels().bf16_math[1];
-}
-
-// The absolute bound on out beyond kAbsTolerance: 2^-9 per kernel result in bf16 math.
+// The absolute bound on out beyond kAbsTolerance: 2^-9 per kernel result where the active tile
+// step computes the pool's dtype in bf16 math (see the bounds above).
 float OutBound(KvDtype dtype, int kernel_results = 1) {
-  return Bf16Math(dtype) ? static_cast<float>(kernel_results) * 0x1p-9f : 0.0f;
+  return attention_internal::UsesBf16Math(attention_internal::ActiveTileKernels(), dtype)
+             ? static_cast<float>(kernel_results) * 0x1p-9f
+             : 0.0f;
 }
 
 // q as the active tile step sees it for a pool of `dtype` at `scale`: itself, or in bf16 math
 // the value whose q·scale·log2 e is the bf16 the kernels round it to (InitLane), so that the
 // reference scores with it what the kernels score.
 std::vector<float> KernelQ(std::vector<float> q, float scale, KvDtype dtype) {
-  if (Bf16Math(dtype)) attention_internal::RoundQueriesAsBf16Math(q.data(), q.size(), scale);
+  attention_internal::RoundQueriesAsKernelsSee(attention_internal::ActiveTileKernels(), dtype,
+                                               q.data(), q.size(), scale);
   return q;
 }
 
