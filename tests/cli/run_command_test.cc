@@ -181,6 +181,26 @@ TEST_F(RunCommandTest, PretrainedPolicyLoadsFrozen) {
   EXPECT_FALSE(fs::exists(dir_ / "wrong"));
 }
 
+// The figures of pretrain's per-epoch lines that match `epoch_line` (group 1 the epoch, the rest
+// numbers), in order; empty, with a failure recorded, when the epochs are not 0, 1, 2, ...
+std::vector<std::vector<double>> EpochFigures(const std::string& out,
+                                              const std::regex& epoch_line) {
+  std::vector<std::vector<double>> epochs;
+  std::istringstream lines(out);
+  for (std::string line; std::getline(lines, line);) {
+    std::smatch m;
+    if (!std::regex_search(line, m, epoch_line)) continue;
+    if (std::stoul(m[1]) != epochs.size()) {
+      ADD_FAILURE() << "epoch " << m[1] << " where " << epochs.size() << " was due: " << line;
+      return {};
+    }
+    std::vector<double> figures;
+    for (size_t g = 2; g < m.size(); ++g) figures.push_back(std::stod(m[g]));
+    epochs.push_back(std::move(figures));
+  }
+  return epochs;
+}
+
 // --keep best saves the epoch whose frozen held-out run was fastest, and that table run frozen on
 // the held-out workload gives the throughput the log printed for it; --keep last saves the final
 // table.
@@ -194,13 +214,8 @@ TEST_F(RunCommandTest, PretrainKeepsTheBestEpochOnTheHeldOutWorkload) {
   // "epoch E: ...; frozen on the held-out workload X tok/s, ..." per epoch.
   const std::regex epoch_line(R"(epoch (\d+): .*frozen on the held-out workload ([0-9.]+) tok/s)");
   std::vector<double> frozen;
-  std::istringstream lines(train.out);
-  for (std::string line; std::getline(lines, line);) {
-    std::smatch m;
-    if (std::regex_search(line, m, epoch_line)) {
-      ASSERT_EQ(std::stoul(m[1]), frozen.size());
-      frozen.push_back(std::stod(m[2]));
-    }
+  for (const std::vector<double>& epoch : EpochFigures(train.out, epoch_line)) {
+    frozen.push_back(epoch[0]);
   }
   ASSERT_GE(frozen.size(), 2u) << train.out;
   const double top = *std::max_element(frozen.begin(), frozen.end());
@@ -248,14 +263,9 @@ TEST_F(RunCommandTest, PretrainJudgesEachEpochOnTheMeanOfItsHeldOutWorkloads) {
   const std::regex epoch_line(
       R"(epoch (\d+): .*frozen on 2 held-out workloads ([0-9.]+) tok/s \(([0-9.]+), ([0-9.]+)\))");
   std::vector<double> means;
-  std::istringstream lines(train.out);
-  for (std::string line; std::getline(lines, line);) {
-    std::smatch m;
-    if (std::regex_search(line, m, epoch_line)) {
-      ASSERT_EQ(std::stoul(m[1]), means.size());
-      means.push_back(std::stod(m[2]));
-      EXPECT_NEAR(means.back(), (std::stod(m[3]) + std::stod(m[4])) / 2, 0.051) << line;
-    }
+  for (const std::vector<double>& epoch : EpochFigures(train.out, epoch_line)) {
+    means.push_back(epoch[0]);
+    EXPECT_NEAR(epoch[0], (epoch[1] + epoch[2]) / 2, 0.051) << "epoch " << means.size() - 1;
   }
   ASSERT_GE(means.size(), 2u) << train.out;
   std::smatch saved;
