@@ -9,7 +9,9 @@
 namespace feather {
 
 // "cpu": hw::CpuEngine over the prepared run's model, with serving.kv_cache_blocks blocks of
-// serving.block_tokens tokens and serving.cascade_attention; "cuda" (builds with CUDA only):
+// serving.block_tokens tokens and serving.cascade_attention, and the kernels' prefetch lookahead
+// the profile was calibrated with (measured_on.decode_prefetch_bytes, when recorded); "cuda"
+// (builds with CUDA only):
 // hw::cuda::CudaEngine the same way, failing with the one-line reason without a GPU.
 void RegisterBuiltinEngines();
 

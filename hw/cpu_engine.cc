@@ -10,6 +10,7 @@
 
 #include "base/check.h"
 #include "base/cpus.h"
+#include "hw/decode_attention.h"
 #include "hw/layer_loop.h"
 
 namespace feather::hw {
@@ -77,7 +78,9 @@ CpuEngine::CpuEngine(const ModelConfig& model, uint64_t kv_cache_blocks, uint32_
                      CpuEngineOptions options)
     : model_(model),
       options_(options),
-      backend_(model, kv_cache_blocks, block_tokens, BackendOptions(options)) {}
+      backend_(model, kv_cache_blocks, block_tokens, BackendOptions(options)) {
+  if (options.decode_prefetch_bytes > 0) SetDecodePrefetchBytes(options.decode_prefetch_bytes);
+}
 
 CpuEngine::~CpuEngine() = default;
 

@@ -45,6 +45,10 @@ struct CpuEngineOptions {
   bool cascade_attention = true;  // scenario serving.cascade_attention
   GemmBackend gemm_backend = DefaultGemmBackend();
   uint64_t weight_seed = 1;
+  // > 0: the kernels' prefetch lookahead, set at construction (SetDecodePrefetchBytes; one
+  // setting per process, decode_attention.h); 0 leaves it. `feather run` passes the profile's
+  // measured_on.decode_prefetch_bytes, the lookahead calibration measured with.
+  size_t decode_prefetch_bytes = 0;
 };
 
 class CpuEngine final : public Engine {

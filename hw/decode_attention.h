@@ -21,6 +21,7 @@
 // Allocation: none per call beyond a per-thread scratch sized on first use (DecodeWorkspace).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -46,5 +47,20 @@ struct DecodeWorkspace {
 };
 
 void PagedDecodeAttention(const DecodeAttentionParams& params, DecodeWorkspace& workspace);
+
+// The prefetch lookahead of every tile-step kernel (decode, cascade's passes, prefill): while a
+// tile of one (block, kv head) is computed, the step asks for the lines of the tile this many
+// bytes of KV ahead in the walk (rounded up to whole tiles, at least the next one) and of the K
+// after it. How far ahead pays depends on the machine, not on the code: on a Zen 4 VM fp32
+// decode from DRAM read 26.9 GB/s one 4 KiB tile ahead and 33.2 GB/s at 16 KiB, while on a Zen 5
+// VM the AVX-512 steps read 0.83 / 0.77 of the DRAM probe (fp32) and 0.76 / 0.63 (bf16) one tile
+// ahead against 16 KiB (hw/README.md). So `feather calibrate` measures it
+// (TuneDecodePrefetch, hw/probes.h), the profile records the choice
+// (measured_on.decode_prefetch_bytes), and the CPU engine applies it. Process-wide (one setting
+// for every kernel call that starts after it; relaxed atomic); only the speed changes, never a
+// result. 0 restores kDefaultDecodePrefetchBytes.
+inline constexpr size_t kDefaultDecodePrefetchBytes = 16384;
+void SetDecodePrefetchBytes(size_t bytes);
+[[nodiscard]] size_t DecodePrefetchBytes();
 
 }  // namespace feather::hw

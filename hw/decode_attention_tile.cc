@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "hw/attention_internal.h"
+#include "hw/decode_attention.h"
 #include "hw/isa_variable.h"
 #include "hw/paged_kv.h"
 
@@ -21,7 +22,7 @@ namespace {
 constexpr float kMinusInf = -std::numeric_limits<float>::infinity();
 constexpr float kLog2E = 1.4426950408889634f;
 constexpr float kLn2 = 0.6931471805599453f;
-constexpr size_t kLookaheadBytes = 16384;
+std::atomic<size_t> decode_prefetch_bytes{kDefaultDecodePrefetchBytes};
 std::atomic<AttentionIsa> forced_isa{AttentionIsa::kAuto};
 std::atomic<const TileKernels*> forced_kernels{nullptr};
 
@@ -328,14 +329,16 @@ void RunBatchesOverRange(const TileKernels& kernels, LaneScratch& scratch,
   };
   auto k_at = [&](Step s) { return s.pos < range.end ? k_pool + offset_of(s) : nullptr; };
   auto v_at = [&](Step s) { return s.pos < range.end ? v_pool + offset_of(s) : nullptr; };
-  // Prefetch `hops` tiles ahead, at least kLookaheadBytes: a smaller window (bf16, short head
-  // dims) keeps too few lines in flight to cover the memory latency. 16 KiB: on Zen 4, fp32
-  // decode read 26.9 / 22.7 GB/s at 4 KiB, 31.8 / 24.3 at 8, 33.2 / 32.6 at 16 and 25.4 / 32.0
-  // at 32 (two alternated sweeps, two threads); the lines land in L2, which holds 512 KiB-1 MiB.
+  // Prefetch `hops` tiles ahead, at least DecodePrefetchBytes() (decode_attention.h): on Zen 4 a
+  // smaller window (bf16, short head dims) kept too few lines in flight to cover the memory
+  // latency (fp32 decode read 26.9 / 22.7 GB/s at 4 KiB, 31.8 / 24.3 at 8, 33.2 / 32.6 at 16 and
+  // 25.4 / 32.0 at 32; two alternated sweeps, two threads), while on Zen 5 one tile ahead read
+  // fastest; the lines land in L2, which holds 512 KiB-1 MiB.
+  const size_t lookahead = decode_prefetch_bytes.load(std::memory_order_relaxed);
   const size_t tile_bytes =
       size_t{std::min(block_tokens, kTileTokens)} * layout.head_dim * elem_bytes;
   const uint32_t hops =
-      static_cast<uint32_t>(std::max<size_t>(1, (kLookaheadBytes + tile_bytes - 1) / tile_bytes));
+      static_cast<uint32_t>(std::max<size_t>(1, (lookahead + tile_bytes - 1) / tile_bytes));
   auto skip = [&](Step s) {
     for (uint32_t i = 0; i < hops && s.pos < range.end; ++i) s = following(s);
     return s;
@@ -395,3 +398,16 @@ void CombineStates(const float* outs, size_t out_stride, const float* lses, size
 }
 
 }  // namespace feather::hw::attention_internal
+
+namespace feather::hw {
+
+void SetDecodePrefetchBytes(size_t bytes) {
+  attention_internal::decode_prefetch_bytes.store(bytes == 0 ? kDefaultDecodePrefetchBytes : bytes,
+                                                  std::memory_order_relaxed);
+}
+
+size_t DecodePrefetchBytes() {
+  return attention_internal::decode_prefetch_bytes.load(std::memory_order_relaxed);
+}
+
+}  // namespace feather::hw

@@ -58,6 +58,10 @@ struct ProfileMeasuredOn {
   // the profile compare like with like. Empty = not recorded (profiles before 2026-11-25; read
   // as "full").
   std::string probes = {};
+  // The CPU kernels' prefetch lookahead calibration measured fastest and ran with
+  // (hw/decode_prefetch_tuning.h); the CPU engine applies it when it runs with this profile.
+  // 0 = not recorded (profiles before 2026-11-28, GPU profiles): the kernels' default.
+  uint64_t decode_prefetch_bytes = 0;
   friend bool operator==(const ProfileMeasuredOn&, const ProfileMeasuredOn&) = default;
 };
 

@@ -134,6 +134,7 @@ void ReadMeasuredOn(MapReader& root, DeviceProfile& profile) {
   reader.Integer("l3_cache_bytes", m.l3_cache_bytes, 1, int64_t{1} << 50);
   reader.Real("read_bw_bytes_per_s", m.read_bw_bytes_per_s, 0, 1e15, true);
   reader.String("probes", m.probes);
+  reader.Integer("decode_prefetch_bytes", m.decode_prefetch_bytes, 1, int64_t{1} << 30);
   if (!m.probes.empty() && m.probes != "full" && m.probes != "quick") {
     reader.Add(reader.Value("probes"), "probes", "expected full or quick, got '" + m.probes + "'");
   }
@@ -382,6 +383,9 @@ std::string DeviceProfileToYaml(const DeviceProfile& profile) {
       out += "  read_bw_bytes_per_s: " + FormatNumber(m->read_bw_bytes_per_s) + "\n";
     }
     if (!m->probes.empty()) out += "  probes: " + m->probes + "\n";
+    if (m->decode_prefetch_bytes > 0) {
+      out += "  decode_prefetch_bytes: " + std::to_string(m->decode_prefetch_bytes) + "\n";
+    }
   }
   if (const std::optional<ProfileFit>& fit = profile.fit) {
     out += "fit:\n";

@@ -756,6 +756,58 @@ TEST(AttentionPropertyTest, SplitAndMergeEqualsWholeRangeAndIsasAgree) {
   }
 }
 
+// The prefetch lookahead (SetDecodePrefetchBytes) moves only timing: on every path, over random
+// batches of several requests, one tile ahead, the default and 1 MiB ahead give the same bits.
+TEST(AttentionPropertyTest, PrefetchLookaheadDoesNotChangeResults) {
+  DecodeWorkspace workspace;
+  const size_t before = DecodePrefetchBytes();
+  for (const TilePath path : kPaths) {
+    if (!attention_internal::CpuSupports(path.isa)) continue;  // named by SupportedIsas()
+    ScopedIsa forced(path);
+    for (uint64_t seed = 1; seed <= 6; ++seed) {
+      Rng rng(seed);
+      const uint32_t dim = rng.Uniform(2) == 0 ? 64 : 128;
+      const KvDtype dtype = rng.Uniform(2) == 0 ? KvDtype::kFp32 : KvDtype::kBf16;
+      Pools pools(rng, 120, 2, dim, 16, dtype);
+      const uint32_t heads = 2 * static_cast<uint32_t>(rng.UniformInt(1, 4));
+      const auto requests = static_cast<uint32_t>(rng.UniformInt(1, 5));
+      Batch batch;
+      for (uint32_t r = 0; r < requests; ++r) {
+        const auto n = static_cast<uint32_t>(rng.UniformInt(1, 360));
+        batch.Add(pools.Take(BlocksFor(n, 16)), 0, n);
+      }
+      batch.Finish(16);
+      const auto q = RandomFloats(rng, size_t{requests} * heads * dim, 2.0f);
+      const int threads = static_cast<int>(rng.UniformInt(1, 2));
+      std::vector<std::vector<float>> outs, lses;
+      for (const size_t lookahead : {size_t{1}, size_t{0}, size_t{1} << 20}) {
+        SetDecodePrefetchBytes(lookahead);
+        outs.emplace_back(size_t{requests} * heads * dim);
+        lses.emplace_back(size_t{requests} * heads);
+        DecodeAttentionParams p = DecodeParams(pools, batch, heads, q, threads);
+        p.out = outs.back().data();
+        p.lse = lses.back().data();
+        PagedDecodeAttention(p, workspace);
+      }
+      for (size_t i = 1; i < outs.size(); ++i) {
+        EXPECT_EQ(outs[i], outs[0]) << PathName(path) << " seed " << seed << " lookahead " << i;
+        EXPECT_EQ(lses[i], lses[0]) << PathName(path) << " seed " << seed << " lookahead " << i;
+      }
+    }
+  }
+  SetDecodePrefetchBytes(before);
+  EXPECT_EQ(DecodePrefetchBytes(), before);
+}
+
+TEST(AttentionPropertyTest, PrefetchLookaheadZeroRestoresTheDefault) {
+  const size_t before = DecodePrefetchBytes();
+  SetDecodePrefetchBytes(4096);
+  EXPECT_EQ(DecodePrefetchBytes(), 4096u);
+  SetDecodePrefetchBytes(0);
+  EXPECT_EQ(DecodePrefetchBytes(), kDefaultDecodePrefetchBytes);
+  SetDecodePrefetchBytes(before);
+}
+
 // Flush-to-zero / denormals-are-zero is the caller's choice; the kernels must not depend on it:
 // with scores spread over hundreds (most exponentials far below the normal range) the results
 // with FTZ|DAZ set equal those without.

@@ -301,6 +301,7 @@ DeviceProfile SmallWrittenProfile() {
                                     "avx2+fma, openmp 2 threads, gemm=blas",
                                     2};
   p.measured_on->probes = "quick";
+  p.measured_on->decode_prefetch_bytes = 4096;
   ProfileFit fit;
   fit.fit_mape = 0.0123456789012345678;
   fit.holdout_mape = 0.02;

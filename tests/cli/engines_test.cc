@@ -1,0 +1,46 @@
+// engines_test.cc: the "cpu" engine factory (cli/engines.h) applies the prefetch lookahead the
+// run's profile was calibrated with, and leaves the kernels' setting alone for a profile that
+// does not record one.
+#include "cli/engines.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+
+#include "hw/decode_attention.h"
+#include "sim/io/scenario.h"
+#include "sim/io/scenario_run.h"
+
+namespace feather {
+namespace {
+
+const std::string kSource = FEATHER_SOURCE_DIR;
+
+PreparedRun TinyCpuRun() {
+  Scenario s = LoadScenarioText("engine: cpu\nmodel: " + kSource +
+                                    "/tests/hw/data/cpu-tiny.yaml\nprofile: " + kSource +
+                                    "/results/profiles/cpu.yaml\nworkload: {requests: 2}\n"
+                                    "serving: {kv_cache_blocks: 64}\n",
+                                "tiny.yaml", ".");
+  return PrepareRun(s);
+}
+
+TEST(CpuEngineFactoryTest, AppliesTheProfilesPrefetchLookahead) {
+  RegisterBuiltinEngines();
+  PreparedRun run = TinyCpuRun();
+  ASSERT_TRUE(run.profile.measured_on.has_value());
+  run.profile.measured_on->decode_prefetch_bytes = 2048;
+  hw::SetDecodePrefetchBytes(0);
+  const std::unique_ptr<Engine> engine = MakeEngine(run);
+  EXPECT_EQ(hw::DecodePrefetchBytes(), 2048u);
+
+  run.profile.measured_on->decode_prefetch_bytes = 0;  // not recorded: left as it is
+  hw::SetDecodePrefetchBytes(8192);
+  const std::unique_ptr<Engine> other = MakeEngine(run);
+  EXPECT_EQ(hw::DecodePrefetchBytes(), 8192u);
+  hw::SetDecodePrefetchBytes(0);
+}
+
+}  // namespace
+}  // namespace feather
