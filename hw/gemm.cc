@@ -27,10 +27,10 @@ namespace feather::hw {
 namespace internal {
 // Defined in gemm_eigen_avx2.cc (compiled with -mavx2 -mfma): call only when CpuHasAvx2Fma().
 void GemmEigenAvx2(uint32_t m, uint32_t n, uint32_t k, const float* a, const float* b, float* c,
-                   int num_threads);
+                   int num_threads, uint32_t skinny_rows);
 // Defined in gemm_eigen_avx512.cc: call only when ActiveGemmIsa() says kAvx512.
 void GemmEigenAvx512(uint32_t m, uint32_t n, uint32_t k, const float* a, const float* b, float* c,
-                     int num_threads);
+                     int num_threads, uint32_t skinny_rows);
 }  // namespace internal
 
 namespace {
@@ -40,6 +40,8 @@ namespace {
 // ties OpenBLAS in isolation and stays fast when GEMMs alternate with OpenMP kernels, where
 // OpenBLAS's separate thread pool lost 3–28× in the worst case measured (SCHED_FIFO).
 constexpr GemmBackend kMeasuredDefault = GemmBackend::kEigen;
+
+std::atomic<uint32_t> skinny_rows{kDefaultGemmSkinnyRows};
 
 bool CpuHasAvx2Fma() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -157,6 +159,8 @@ GemmBackend DefaultGemmBackend() {
   return CpuHasAvx2Fma() ? kMeasuredDefault : GemmBackend::kBlas;
 }
 
+uint32_t SetGemmSkinnyRowsForTesting(uint32_t rows) { return skinny_rows.exchange(rows); }
+
 void Gemm(GemmBackend backend, uint32_t m, uint32_t n, uint32_t k, const float* a, const float* b,
           float* c, int num_threads) {
   FEATHER_CHECK(num_threads >= 1, "Gemm needs num_threads >= 1");
@@ -173,9 +177,9 @@ void Gemm(GemmBackend backend, uint32_t m, uint32_t n, uint32_t k, const float* 
   // baseline Eigen build beside the AVX2 one). DefaultGemmBackend() then answers kBlas.
   if (backend == GemmBackend::kEigen && CpuHasAvx2Fma()) {
     if (ActiveGemmIsa() == GemmIsa::kAvx512) {
-      internal::GemmEigenAvx512(m, n, k, a, b, c, num_threads);
+      internal::GemmEigenAvx512(m, n, k, a, b, c, num_threads, skinny_rows.load());
     } else {
-      internal::GemmEigenAvx2(m, n, k, a, b, c, num_threads);
+      internal::GemmEigenAvx2(m, n, k, a, b, c, num_threads, skinny_rows.load());
     }
   } else {
     GemmBlas(m, n, k, a, b, c, num_threads);

@@ -14,8 +14,8 @@
 namespace feather::hw::internal {
 
 void GemmEigenAvx512(uint32_t m, uint32_t n, uint32_t k, const float* a, const float* b, float* c,
-                     int num_threads) {
-  EigenGemm(m, n, k, a, b, c, num_threads);
+                     int num_threads, uint32_t skinny_rows) {
+  EigenGemm(m, n, k, a, b, c, num_threads, skinny_rows);
 }
 
 }  // namespace feather::hw::internal
@@ -26,10 +26,10 @@ void GemmEigenAvx512(uint32_t m, uint32_t n, uint32_t k, const float* a, const f
 
 namespace feather::hw::internal {
 void GemmEigenAvx2(uint32_t m, uint32_t n, uint32_t k, const float* a, const float* b, float* c,
-                   int num_threads);
+                   int num_threads, uint32_t skinny_rows);
 void GemmEigenAvx512(uint32_t m, uint32_t n, uint32_t k, const float* a, const float* b, float* c,
-                     int num_threads) {
-  GemmEigenAvx2(m, n, k, a, b, c, num_threads);
+                     int num_threads, uint32_t skinny_rows) {
+  GemmEigenAvx2(m, n, k, a, b, c, num_threads, skinny_rows);
 }
 }  // namespace feather::hw::internal
 

@@ -26,10 +26,14 @@
 
 #include <omp.h>
 
+#include <immintrin.h>
+
 #include <Eigen/Core>
 #include <algorithm>
 #include <cstddef>
 #include <cstdint>
+
+#include "hw/gemm.h"
 
 namespace feather::hw::internal {
 namespace {  // NOLINT(cert-dcl59-cpp,google-build-namespaces): one copy per ISA, see above
@@ -55,6 +59,122 @@ void ProductBlock(uint32_t n, uint32_t k, const float* a, const float* b, float*
   c_block.noalias() = a_block * b_block;
 }
 
+// --- Skinny products (few rows of A: a decode step's tokens) ------------------------------
+//
+// For m of 2 to kSkinnyMaxRows Eigen's general product packs each panel of B before its kernel
+// runs, and B (the weights) is read once from DRAM and then again from the packed copy: on the
+// Zen 5 VM the engine's GEMMs took 9.6 ms per step at m = 2 against 3.5 ms at m = 1 (a GEMV,
+// which streams B once; results/validation/issue-20-zen5/cpu-rows.csv). This kernel streams B
+// once for any m up to kSkinnyMaxRows: a register tile holds the m × kW outputs of kW columns,
+// and B's rows are walked down that column block, each row's kW floats multiplied by the m
+// broadcast entries of A in that row's column and added into the tile. Rows of A beyond
+// kSkinnyMaxRows go in further passes of at most kSkinnyMaxRows rows. Exact fp32 multiply-adds
+// in k order (Eigen's kernel sums in another order: the two differ by rounding only).
+#if defined(__AVX512F__)
+using SkinnyVec = __m512;
+constexpr uint32_t kSkinnyLanes = 16;
+constexpr int kSkinnyAccumulators = 24;  // of 32 registers: the rest hold B and A's broadcasts
+inline SkinnyVec SkinnyZero() { return _mm512_setzero_ps(); }
+inline SkinnyVec SkinnyLoad(const float* p) { return _mm512_loadu_ps(p); }
+inline SkinnyVec SkinnyBroadcast(float x) { return _mm512_set1_ps(x); }
+inline SkinnyVec SkinnyFma(SkinnyVec a, SkinnyVec b, SkinnyVec c) { return _mm512_fmadd_ps(a, b, c); }
+inline void SkinnyStore(float* p, SkinnyVec v) { _mm512_storeu_ps(p, v); }
+#else
+using SkinnyVec = __m256;
+constexpr uint32_t kSkinnyLanes = 8;
+constexpr int kSkinnyAccumulators = 12;  // of 16 registers
+inline SkinnyVec SkinnyZero() { return _mm256_setzero_ps(); }
+inline SkinnyVec SkinnyLoad(const float* p) { return _mm256_loadu_ps(p); }
+inline SkinnyVec SkinnyBroadcast(float x) { return _mm256_set1_ps(x); }
+inline SkinnyVec SkinnyFma(SkinnyVec a, SkinnyVec b, SkinnyVec c) { return _mm256_fmadd_ps(a, b, c); }
+inline void SkinnyStore(float* p, SkinnyVec v) { _mm256_storeu_ps(p, v); }
+#endif
+constexpr uint32_t kSkinnyMaxRows = 8;
+// The most rows for which the kernel beats Eigen's product, measured per build on the Zen 5 VM
+// (tests/hw/gemm_benchmark.cc, BM_GemmStep: one decode step's weights from DRAM, two threads;
+// Eigen's ms / the kernel's): AVX-512 m = 2: 10.4 / 5.3, 4: 10.1-11.0 / 6.0-6.6, 8: 11.0-11.7 /
+// 7.8-8.9, 12: 12.0 / 11.3-12.9 (a tie); AVX2 2: 12.1 / 8.0, 4: 11.7 / 10.7, 8: 13.5 / 19.1 (with
+// 16 registers the tile of 8 rows is one vector wide, and B is read 32 bytes per row).
+#if defined(__AVX512F__)
+constexpr uint32_t kSkinnyRowsThatPay = 8;
+#else
+constexpr uint32_t kSkinnyRowsThatPay = 4;
+#endif
+// B's rows prefetched this far ahead of the one being read (the walk down a column block is a
+// constant stride of n floats, which hardware prefetchers may or may not follow).
+constexpr uint32_t kSkinnyPrefetchRows = 8;
+
+// C[0..kM, c0..c0 + kV · lanes) = A[0..kM, :] · B[:, same columns]; a is kM rows of stride k.
+template <int kM, int kV>
+inline __attribute__((always_inline)) void SkinnyTile(uint32_t n, uint32_t k, const float* a,
+                                                      const float* b, float* c, uint32_t c0) {
+  SkinnyVec acc[kM][kV];
+  for (int i = 0; i < kM; ++i) {
+    for (int v = 0; v < kV; ++v) acc[i][v] = SkinnyZero();
+  }
+  const float* row = b + c0;
+  for (uint32_t kk = 0; kk < k; ++kk, row += n) {
+    if (kk + kSkinnyPrefetchRows < k) {
+      for (int v = 0; v < kV; v += static_cast<int>(64 / sizeof(float) / kSkinnyLanes)) {
+        _mm_prefetch(reinterpret_cast<const char*>(row + size_t{kSkinnyPrefetchRows} * n +
+                                                   v * kSkinnyLanes),
+                     _MM_HINT_T0);
+      }
+    }
+    SkinnyVec bv[kV];
+    for (int v = 0; v < kV; ++v) bv[v] = SkinnyLoad(row + v * kSkinnyLanes);
+    for (int i = 0; i < kM; ++i) {
+      const SkinnyVec ai = SkinnyBroadcast(a[static_cast<size_t>(i) * k + kk]);
+      for (int v = 0; v < kV; ++v) acc[i][v] = SkinnyFma(ai, bv[v], acc[i][v]);
+    }
+  }
+  for (int i = 0; i < kM; ++i) {
+    for (int v = 0; v < kV; ++v) {
+      SkinnyStore(c + static_cast<size_t>(i) * n + c0 + v * kSkinnyLanes, acc[i][v]);
+    }
+  }
+}
+
+// Columns [c0, c0 + cols) of kM rows: register tiles as wide as the accumulators allow, then
+// one-vector tiles, then the last columns (fewer than one vector) by scalar multiply-adds.
+template <int kM>
+void SkinnyRows(uint32_t n, uint32_t k, const float* a, const float* b, float* c, uint32_t c0,
+                uint32_t cols) {
+  constexpr int kV = std::max(1, kSkinnyAccumulators / kM);
+  constexpr uint32_t kWide = kV * kSkinnyLanes;
+  const uint32_t end = c0 + cols;
+  uint32_t col = c0;
+  for (; col + kWide <= end; col += kWide) SkinnyTile<kM, kV>(n, k, a, b, c, col);
+  for (; col + kSkinnyLanes <= end; col += kSkinnyLanes) SkinnyTile<kM, 1>(n, k, a, b, c, col);
+  for (; col < end; ++col) {
+    for (int i = 0; i < kM; ++i) {
+      float sum = 0;
+      for (uint32_t kk = 0; kk < k; ++kk) sum += a[static_cast<size_t>(i) * k + kk] * b[size_t{kk} * n + col];
+      c[static_cast<size_t>(i) * n + col] = sum;
+    }
+  }
+}
+
+// The skinny product over columns [c0, c0 + cols) of all m rows, kSkinnyMaxRows at a time.
+void SkinnyBlock(uint32_t m, uint32_t n, uint32_t k, const float* a, const float* b, float* c,
+                 uint32_t c0, uint32_t cols) {
+  if (cols == 0) return;
+  for (uint32_t r = 0; r < m; r += kSkinnyMaxRows) {
+    const float* ar = a + static_cast<size_t>(r) * k;
+    float* cr = c + static_cast<size_t>(r) * n;
+    switch (std::min(m - r, kSkinnyMaxRows)) {
+      case 1: SkinnyRows<1>(n, k, ar, b, cr, c0, cols); break;
+      case 2: SkinnyRows<2>(n, k, ar, b, cr, c0, cols); break;
+      case 3: SkinnyRows<3>(n, k, ar, b, cr, c0, cols); break;
+      case 4: SkinnyRows<4>(n, k, ar, b, cr, c0, cols); break;
+      case 5: SkinnyRows<5>(n, k, ar, b, cr, c0, cols); break;
+      case 6: SkinnyRows<6>(n, k, ar, b, cr, c0, cols); break;
+      case 7: SkinnyRows<7>(n, k, ar, b, cr, c0, cols); break;
+      default: SkinnyRows<8>(n, k, ar, b, cr, c0, cols); break;
+    }
+  }
+}
+
 // Threads worth starting for this product: at most `num_threads`, at least one, and none that
 // would get less than kMinMultiplyAddsPerThread of work.
 int UsefulThreads(uint32_t m, uint32_t n, uint32_t k, int num_threads) {
@@ -63,10 +183,20 @@ int UsefulThreads(uint32_t m, uint32_t n, uint32_t k, int num_threads) {
   return std::max(1, std::min(num_threads, by_work));
 }
 
+// `skinny_rows`: products of 2 to this many rows (and no more rows than columns) run the skinny
+// kernel above instead of Eigen's; 0 = never, kGemmSkinnyRowsAuto = kSkinnyRowsThatPay. One row
+// stays with Eigen, whose GEMV streams B at the DRAM probe's rate (3.6 ms per step against the
+// skinny kernel's 6.5).
 void EigenGemm(uint32_t m, uint32_t n, uint32_t k, const float* a, const float* b, float* c,
-               int num_threads) {
+               int num_threads, uint32_t skinny_rows) {
   if (m == 0 || n == 0) return;
   const int threads = UsefulThreads(m, n, k, num_threads);
+  const uint32_t limit = skinny_rows == kGemmSkinnyRowsAuto ? kSkinnyRowsThatPay : skinny_rows;
+  const bool skinny = m >= 2 && m <= limit && m <= n;
+  if (skinny && threads == 1) {
+    SkinnyBlock(m, n, k, a, b, c, 0, n);
+    return;
+  }
   if (threads == 1) {
     // Outside a parallel region Eigen would start omp_get_max_threads() threads of its own;
     // lower that (a per-thread OpenMP setting) to one for the call.
@@ -91,7 +221,11 @@ void EigenGemm(uint32_t m, uint32_t n, uint32_t k, const float* a, const float* 
       const uint32_t chunks = (n + kColumnAlign - 1) / kColumnAlign;
       const uint32_t begin = std::min(n, chunks * part / parts * kColumnAlign);
       const uint32_t end = std::min(n, chunks * (part + 1) / parts * kColumnAlign);
-      ProductBlock(n, k, a, b, c, 0, m, begin, end - begin);
+      if (skinny) {
+        SkinnyBlock(m, n, k, a, b, c, begin, end - begin);
+      } else {
+        ProductBlock(n, k, a, b, c, 0, m, begin, end - begin);
+      }
     }
   }
 }

@@ -153,5 +153,65 @@ BENCHMARK(BM_Gemm)
     ->UseRealTime()
     ->Unit(benchmark::kMicrosecond);
 
+// One decode step's linear layers of the engine's model, weights from DRAM: the four products
+// of each of 4 layers (QKV, output, gate + up, down) and the LM head, each over weights of its
+// own (214 MB in all, ≫ the LLC, so every product streams its B from memory as the engine's
+// steps do; the warm-cache benchmarks above do not show this). Args: skinny (the rows up to
+// which feather's skinny kernel runs instead of Eigen's product, SetGemmSkinnyRowsForTesting:
+// 0 = Eigen's always, 1 = kGemmSkinnyRowsAuto, else that many), m (the step's tokens), threads.
+// bytes_per_second: weight bytes per second. Side by side:
+//   gemm_benchmark --benchmark_filter=BM_GemmStep --benchmark_repetitions=3
+//     --benchmark_enable_random_interleaving --benchmark_report_aggregates_only=true
+// (FEATHER_GEMM_ISA=avx2 for the AVX2 build).
+void BM_GemmStep(benchmark::State& state) {
+  const auto skinny =
+      state.range(0) == 1 ? kGemmSkinnyRowsAuto : static_cast<uint32_t>(state.range(0));
+  const auto m = static_cast<uint32_t>(state.range(1));
+  const auto threads = static_cast<int>(state.range(2));
+  struct Layer {
+    uint32_t k, n;
+  };
+  static const std::vector<Layer> kStep = [] {
+    std::vector<Layer> layers;
+    for (int l = 0; l < 4; ++l) {
+      for (const auto& kn : {Layer{1024, 1536}, Layer{1024, 1024}, Layer{1024, 5632},
+                             Layer{2816, 1024}}) {
+        layers.push_back(kn);
+      }
+    }
+    layers.push_back({1024, 8192});
+    return layers;
+  }();
+  static const std::vector<std::vector<float>> kWeights = [] {
+    std::vector<std::vector<float>> weights;
+    uint32_t seed = 3;
+    for (const Layer& layer : kStep) {
+      weights.push_back(RandomMatrix(static_cast<size_t>(layer.k) * layer.n, seed++));
+    }
+    return weights;
+  }();
+  const auto a = RandomMatrix(static_cast<size_t>(m) * 2816, 1);
+  std::vector<float> c(static_cast<size_t>(m) * 8192);
+  const uint32_t before = SetGemmSkinnyRowsForTesting(skinny);
+  int64_t bytes = 0;
+  for (const Layer& layer : kStep) bytes += int64_t{4} * layer.k * layer.n;
+  for (auto _ : state) {
+    for (size_t i = 0; i < kStep.size(); ++i) {
+      Gemm(GemmBackend::kEigen, m, kStep[i].n, kStep[i].k, a.data(), kWeights[i].data(), c.data(),
+           threads);
+    }
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  (void)SetGemmSkinnyRowsForTesting(before);
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * bytes);
+  state.SetLabel(GemmKernelName(GemmBackend::kEigen));
+}
+BENCHMARK(BM_GemmStep)
+    ->ArgNames({"skinny", "m", "threads"})
+    ->ArgsProduct({{0, 1, 16}, {1, 2, 4, 8, 12, 16, 32}, {2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
 }  // namespace
 }  // namespace feather::hw

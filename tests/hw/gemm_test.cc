@@ -9,6 +9,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <random>
 #include <string>
@@ -129,6 +130,43 @@ std::vector<GemmCase> AllCases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(OddShapes, GemmVersusNaiveTest, testing::ValuesIn(AllCases()), CaseName);
+
+// The skinny kernel (gemm_eigen_body.h) on every Eigen build the CPU runs: every row count from 1
+// to 17 (one and two passes of at most 8 rows, every register-tile height), column counts off
+// every tile width and vector (the one-vector and scalar tails), one and two threads, against
+// the triple loop. With the kernel switched off the same products take Eigen's path.
+TEST(GemmSkinnyTest, EveryRowCountMatchesTripleLoopOnEveryBuild) {
+  for (const GemmIsa isa : {GemmIsa::kAvx2, GemmIsa::kAvx512}) {
+    const ScopedGemmIsa scoped(isa);
+    if (!scoped.forced()) {
+      std::printf("[ SKIPPED  ] skinny kernel, Eigen's %s build: this CPU cannot run it\n",
+                  std::string(GemmIsaName(isa)).c_str());
+      continue;
+    }
+    for (const uint32_t skinny : {16u, 0u}) {
+      const uint32_t before = SetGemmSkinnyRowsForTesting(skinny);
+      for (uint32_t m = 1; m <= 17; ++m) {
+        for (const Shape shape : {Shape{m, 37, 53}, Shape{m, 1029, 517}, Shape{m, 389, 1}}) {
+          const auto a = RandomMatrix(static_cast<size_t>(shape.m) * shape.k, m);
+          const auto b = RandomMatrix(static_cast<size_t>(shape.k) * shape.n, m + 100);
+          const auto expected = NaiveGemm(shape.m, shape.n, shape.k, a, b);
+          const double tolerance = 1e-5 * std::sqrt(static_cast<double>(shape.k)) * 4.0 + 1e-6;
+          for (const int threads : {1, 2}) {
+            std::vector<float> c(static_cast<size_t>(shape.m) * shape.n, 12345.0F);
+            Gemm(GemmBackend::kEigen, shape.m, shape.n, shape.k, a.data(), b.data(), c.data(),
+                 threads);
+            for (size_t i = 0; i < c.size(); ++i) {
+              ASSERT_NEAR(c[i], expected[i], tolerance)
+                  << GemmIsaName(isa) << " skinny " << skinny << " m " << m << " n " << shape.n
+                  << " k " << shape.k << " threads " << threads << " element " << i;
+            }
+          }
+        }
+      }
+      (void)SetGemmSkinnyRowsForTesting(before);
+    }
+  }
+}
 
 TEST(GemmTest, EmptyProductsLeaveOrZeroC) {
   for (const GemmBackend backend : {GemmBackend::kEigen, GemmBackend::kBlas}) {
