@@ -84,6 +84,7 @@ struct Observation {
   uint8_t cascade = 0;
   bool in_largest_group = false;
   uint32_t largest_group_requests = 0;  // that group's requests in the batch
+  uint32_t largest_group_waiting = 0;   // and its waiting requests (0 = not told)
   uint8_t group_share = 0;
   uint8_t kv_occupancy = 0;
   uint32_t waiting = 0;
@@ -108,6 +109,7 @@ struct Observation {
   const StopContext::PrefixGroup& group = context.largest_groups[0];
   o.in_largest_group = group.candidate_in;
   o.largest_group_requests = group.requests;
+  o.largest_group_waiting = group.waiting;
   if (context.batch_size > 0) {
     const uint64_t m = group.requests;
     o.group_share = m * 2 < context.batch_size   ? 0

@@ -59,7 +59,7 @@ double QLearningPolicy::MaxQ(uint32_t state_index) const {
 
 bool QLearningPolicy::HoldGoesOn(const Observation& o) const {
   return config_.state_bins == StateBins::kCascade && o.cascade == 0 &&
-         o.largest_group_requests >= kCascadeMinRequests;
+         o.largest_group_requests + o.largest_group_waiting >= kCascadeMinRequests;
 }
 
 bool QLearningPolicy::MayHold(const Observation& o) const {

@@ -503,13 +503,13 @@ TEST(QLearningPolicy, CascadeBinsReadTheBatchShape) {
   EXPECT_EQ(policy.tables().visits[CellIndex(StateIndex(StateKey{3, 5, 8}), kAdd)], 1u);
 }
 
-// A mixed batch of 40 (no common prefix), its largest group of `group` requests, the candidate
-// in it or not; 300 waiting, KV 95 % full.
-StopContext MixedContext(uint32_t group, bool candidate_in) {
+// A mixed batch of 40 (no common prefix), its largest group of `group` requests (and
+// `group_waiting` waiting peers), the candidate in it or not; 300 waiting, KV 95 % full.
+StopContext MixedContext(uint32_t group, bool candidate_in, uint32_t group_waiting = 0) {
   StopContext c = Context(40, std::nullopt, 300);
   c.kv_used_blocks = 95;
   c.kv_total_blocks = 100;
-  c.largest_groups[0] = {group, 512, candidate_in};
+  c.largest_groups[0] = {group, 512, candidate_in, group_waiting};
   return c;
 }
 
@@ -570,6 +570,31 @@ TEST(QLearningPolicy, NoHoldWithoutTheFlagOrForAGroupTooSmallToCascade) {
     policy.BeginRound();
     EXPECT_EQ(policy.Decide(other), kStop);
     EXPECT_EQ(policy.tables().decisions, 2u);  // the table again, not a hold
+  }
+}
+
+// The bound counts the group's waiting peers: 3 in the batch and 5 waiting can reach the 8
+// cascade needs (a hold), 3 and 4 cannot (the table decides again).
+TEST(QLearningPolicy, AHoldCountsTheGroupsWaitingPeers) {
+  for (const uint32_t waiting : {kCascadeMinRequests - 3, kCascadeMinRequests - 4}) {
+    SCOPED_TRACE(waiting);
+    QLearningConfig config = GreedyConfig();
+    config.state_bins = StateBins::kCascade;
+    config.hold = true;
+    QLearningPolicy policy(config, 1);
+    const StopContext other = MixedContext(3, false, waiting);
+    const uint32_t mixed = StateIndex(Discretize(Observe(other), StateBins::kCascade));
+    auto tables = std::make_unique<QTables>();
+    tables->q[CellIndex(mixed, kStop)] = 10.0;
+    policy.Restore(config, *tables, 1);
+    policy.BeginRound();
+    EXPECT_EQ(policy.Decide(other), kStop);
+    policy.OnStepExecuted(Reward(100));
+    policy.BeginRound();
+    EXPECT_EQ(policy.Decide(other), kStop);
+    EXPECT_EQ(policy.Decide(MixedContext(3, true, waiting)), kAdd);
+    const bool holds = 3 + waiting >= kCascadeMinRequests;
+    EXPECT_EQ(policy.tables().decisions, holds ? 1u : 3u);
   }
 }
 
