@@ -41,7 +41,30 @@ namespace {
 // OpenBLAS's separate thread pool lost 3–28× in the worst case measured (SCHED_FIFO).
 constexpr GemmBackend kMeasuredDefault = GemmBackend::kEigen;
 
-std::atomic<uint32_t> skinny_rows{kDefaultGemmSkinnyRows};
+// The skinny kernel's row limit (gemm.h); kSkinnyUnset until FEATHER_GEMM_SKINNY is read.
+constexpr uint32_t kSkinnyUnset = 0xFFFFFFFEu;
+std::atomic<uint32_t> skinny_rows{kSkinnyUnset};
+
+// FEATHER_GEMM_SKINNY=off|auto, read once: unset or empty = off; a bad value exits with status 2
+// (hw/isa_variable.h).
+uint32_t SkinnyRowsFromEnvironment() {
+  static const uint32_t rows = [] {
+    constexpr std::string_view kNames[] = {"off", "auto"};
+    const size_t choice = ChoiceFromVariable("FEATHER_GEMM_SKINNY", kNames, 0,
+                                             [](size_t) { return std::string_view(); });
+    return choice == 1 ? kGemmSkinnyRowsAuto : 0u;
+  }();
+  return rows;
+}
+
+uint32_t SkinnyRows() {
+  uint32_t rows = skinny_rows.load();
+  if (rows == kSkinnyUnset) {
+    (void)skinny_rows.compare_exchange_strong(rows, SkinnyRowsFromEnvironment());
+    rows = skinny_rows.load();
+  }
+  return rows;
+}
 
 bool CpuHasAvx2Fma() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -143,7 +166,8 @@ GemmIsa ActiveGemmIsa() {
 
 std::string GemmKernelName(GemmBackend backend) {
   if (backend == GemmBackend::kEigen && CpuHasAvx2Fma()) {
-    return "eigen/" + std::string(GemmIsaName(ActiveGemmIsa()));
+    return "eigen/" + std::string(GemmIsaName(ActiveGemmIsa())) +
+           (SkinnyRows() != 0 ? "+skinny" : "");
   }
   return std::string(GemmBackendName(GemmBackend::kBlas));
 }
@@ -159,7 +183,10 @@ GemmBackend DefaultGemmBackend() {
   return CpuHasAvx2Fma() ? kMeasuredDefault : GemmBackend::kBlas;
 }
 
-uint32_t SetGemmSkinnyRowsForTesting(uint32_t rows) { return skinny_rows.exchange(rows); }
+uint32_t SetGemmSkinnyRowsForTesting(uint32_t rows) {
+  (void)SkinnyRows();
+  return skinny_rows.exchange(rows);
+}
 
 void Gemm(GemmBackend backend, uint32_t m, uint32_t n, uint32_t k, const float* a, const float* b,
           float* c, int num_threads) {
@@ -177,9 +204,9 @@ void Gemm(GemmBackend backend, uint32_t m, uint32_t n, uint32_t k, const float* 
   // baseline Eigen build beside the AVX2 one). DefaultGemmBackend() then answers kBlas.
   if (backend == GemmBackend::kEigen && CpuHasAvx2Fma()) {
     if (ActiveGemmIsa() == GemmIsa::kAvx512) {
-      internal::GemmEigenAvx512(m, n, k, a, b, c, num_threads, skinny_rows.load());
+      internal::GemmEigenAvx512(m, n, k, a, b, c, num_threads, SkinnyRows());
     } else {
-      internal::GemmEigenAvx2(m, n, k, a, b, c, num_threads, skinny_rows.load());
+      internal::GemmEigenAvx2(m, n, k, a, b, c, num_threads, SkinnyRows());
     }
   } else {
     GemmBlas(m, n, k, a, b, c, num_threads);

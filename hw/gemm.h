@@ -39,14 +39,15 @@ bool SetGemmIsaForTesting(GemmIsa isa);
 // Eigen products of 2 to N rows of A can run feather's skinny kernel (gemm_eigen_body.h: B
 // streamed once, where Eigen's general product reads it again through its packed copy: 1.3-2x
 // faster for a decode step's 2-8 tokens). kGemmSkinnyRowsAuto = where the kernel measured faster
-// (8 rows on the AVX-512 build, 4 on AVX2). Off by default (kDefaultGemmSkinnyRows = 0): the cost
-// model prices every product of 2 or more rows with one repacking cost (gemm_batched_fixed_ns),
-// which the kernel removes below N and Eigen keeps above it, and calibrated with the kernel on
-// the hold-out error rose from 2.4 to 9.3 % (hw/README.md, "Skinny products"); it becomes the
-// default with a model term for that step. SetGemmSkinnyRowsForTesting sets N for the process
-// (0 = Eigen always) and returns the previous setting, for tests and the side-by-side benchmark.
+// (8 rows on the AVX-512 build, 4 on AVX2). Off by default; FEATHER_GEMM_SKINNY=auto (read once
+// at the first product; off|auto, anything else: a message and exit status 2) turns it on for a
+// run, and GemmKernelName then says "+skinny". Why off: the cost model prices every product of
+// 2 or more rows with one repacking cost (gemm_batched_fixed_ns), which the kernel removes below
+// N and Eigen keeps above it, and calibrated with the kernel on the hold-out error rose from 2.4
+// to 9.3 % (hw/README.md, "Skinny products"); it becomes the default with a model term for that.
+// SetGemmSkinnyRowsForTesting sets N for the process (0 = Eigen always) and returns the previous
+// setting, for tests and the side-by-side benchmark.
 inline constexpr uint32_t kGemmSkinnyRowsAuto = 0xFFFFFFFFu;
-inline constexpr uint32_t kDefaultGemmSkinnyRows = 0;
 uint32_t SetGemmSkinnyRowsForTesting(uint32_t rows);
 
 void Gemm(GemmBackend backend, uint32_t m, uint32_t n, uint32_t k, const float* a,

@@ -224,6 +224,31 @@ TEST(GemmIsaTest, NamesAutoChoiceAndForcing) {
   }
 }
 
+// FEATHER_GEMM_SKINNY: auto turns the skinny kernel on (and the kernel name says so), an
+// unknown value is bad input (exit 2, naming it).
+TEST(GemmSkinnyDeathTest, EnvironmentVariableTurnsTheKernelOnAndRejectsBadValues) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  if (!CpuHas("avx2")) GTEST_SKIP() << "without avx2 + fma kEigen runs OpenBLAS";
+  EXPECT_EXIT(
+      {
+        setenv("FEATHER_GEMM_SKINNY", "auto", 1);
+        std::exit(GemmKernelName(GemmBackend::kEigen).ends_with("+skinny") ? 3 : 4);
+      },
+      ::testing::ExitedWithCode(3), "");
+  EXPECT_EXIT(
+      {
+        setenv("FEATHER_GEMM_SKINNY", "off", 1);
+        std::exit(GemmKernelName(GemmBackend::kEigen).ends_with("+skinny") ? 4 : 3);
+      },
+      ::testing::ExitedWithCode(3), "");
+  EXPECT_EXIT(
+      {
+        setenv("FEATHER_GEMM_SKINNY", "on", 1);
+        (void)GemmKernelName(GemmBackend::kEigen);
+      },
+      ::testing::ExitedWithCode(2), "FEATHER_GEMM_SKINNY=on: unknown");
+}
+
 TEST(GemmIsaDeathTest, EnvironmentVariableForcesABuildAndRejectsBadValues) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
   if (CpuHas("avx2")) {
