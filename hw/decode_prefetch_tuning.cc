@@ -27,21 +27,6 @@ using Pool = std::unique_ptr<char, FreeDeleter>;
 constexpr uint32_t kTokensPerRequest = 1024;
 constexpr uint32_t kCandidateTiles[] = {1, 2, 4, 8};
 
-// Small pseudo-random values, as KV holds (one pass of an LCG; fast enough for 512 MiB).
-void FillPool(char* pool, size_t elems, KvDtype dtype, uint64_t seed) {
-  uint64_t state = seed * 0x9e3779b97f4a7c15ULL + 1;
-  for (size_t i = 0; i < elems; ++i) {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    const float value =
-        static_cast<float>(static_cast<int32_t>(state >> 40) - (1 << 23)) * (1.0f / (1 << 23));
-    if (dtype == KvDtype::kFp32) {
-      reinterpret_cast<float*>(pool)[i] = value;
-    } else {
-      reinterpret_cast<uint16_t*>(pool)[i] = FloatToBf16(value);
-    }
-  }
-}
-
 // Restores the process's lookahead when the tuning returns or throws.
 class SavedPrefetch {
  public:
@@ -88,8 +73,8 @@ DecodePrefetchTuning TuneDecodePrefetch(const DecodePrefetchTuneOptions& options
   const size_t elems = pool_bytes / KvDtypeBytes(options.dtype);
   Pool k(static_cast<char*>(AllocateLargeArray(pool_bytes)));
   Pool v(static_cast<char*>(AllocateLargeArray(pool_bytes)));
-  FillPool(k.get(), elems, options.dtype, 1);
-  FillPool(v.get(), elems, options.dtype, 2);
+  FillPseudoRandomKv(k.get(), elems, options.dtype, 1);
+  FillPseudoRandomKv(v.get(), elems, options.dtype, 2);
 
   // Every block once, in a seeded random order: requests own consecutive runs of it.
   std::vector<uint32_t> indices(layout.num_blocks);

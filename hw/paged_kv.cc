@@ -44,4 +44,18 @@ void AppendKv(const PagedKvView& kv, uint32_t entry, uint32_t start, uint32_t co
   }
 }
 
+void FillPseudoRandomKv(void* pool, size_t elems, KvDtype dtype, uint64_t seed) {
+  uint64_t state = seed * 0x9e3779b97f4a7c15ULL + 1;
+  for (size_t i = 0; i < elems; ++i) {
+    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
+    const float value =
+        static_cast<float>(static_cast<int32_t>(state >> 40) - (1 << 23)) * (1.0f / (1 << 23));
+    if (dtype == KvDtype::kFp32) {
+      static_cast<float*>(pool)[i] = value;
+    } else {
+      static_cast<uint16_t*>(pool)[i] = FloatToBf16(value);
+    }
+  }
+}
+
 }  // namespace feather::hw

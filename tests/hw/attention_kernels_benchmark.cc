@@ -199,28 +199,15 @@ struct KvPools {
   PoolMemory k, v;
 };
 
-void FillPool(char* pool, size_t elems, KvDtype dtype, uint64_t seed) {
-  uint64_t state = seed * 0x9e3779b97f4a7c15ULL + 1;
-  for (size_t i = 0; i < elems; ++i) {
-    state = state * 6364136223846793005ULL + 1442695040888963407ULL;
-    const float value =
-        static_cast<float>(static_cast<int32_t>(state >> 40) - (1 << 23)) * (1.0f / (1 << 23));
-    if (dtype == KvDtype::kFp32) {
-      reinterpret_cast<float*>(pool)[i] = value;
-    } else {
-      reinterpret_cast<uint16_t*>(pool)[i] = FloatToBf16(value);
-    }
-  }
-}
-
 KvPools MakePools(uint32_t num_blocks, uint32_t kv_heads, uint32_t head_dim, KvDtype dtype) {
   KvPools pools;
   pools.layout = {num_blocks, kv_heads, kBlockTokens, head_dim, dtype};
   const size_t bytes = pools.layout.PoolBytes();
   pools.k = AllocatePool(bytes);
   pools.v = AllocatePool(bytes);
-  std::thread fill_v([&] { FillPool(pools.v.get(), bytes / KvDtypeBytes(dtype), dtype, 2); });
-  FillPool(pools.k.get(), bytes / KvDtypeBytes(dtype), dtype, 1);
+  std::thread fill_v(
+      [&] { FillPseudoRandomKv(pools.v.get(), bytes / KvDtypeBytes(dtype), dtype, 2); });
+  FillPseudoRandomKv(pools.k.get(), bytes / KvDtypeBytes(dtype), dtype, 1);
   fill_v.join();
   return pools;
 }

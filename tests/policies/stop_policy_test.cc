@@ -552,6 +552,20 @@ TEST(QLearningPolicy, AHoldStopsOthersAndAddsTheGroupUntilTheBatchConvergesThenC
   }
 }
 
+// Gives `policy` (cascade bins) a table whose greedy action in `other`'s state is Stop, takes
+// that Stop (which may start a hold), runs one step and begins the next round.
+void StopInAMixedBatchThenBeginARound(QLearningPolicy& policy, const QLearningConfig& config,
+                                      const StopContext& other) {
+  const uint32_t mixed = StateIndex(Discretize(Observe(other), StateBins::kCascade));
+  auto tables = std::make_unique<QTables>();
+  tables->q[CellIndex(mixed, kStop)] = 10.0;
+  policy.Restore(config, *tables, 1);
+  policy.BeginRound();
+  EXPECT_EQ(policy.Decide(other), kStop);
+  policy.OnStepExecuted(Reward(100));
+  policy.BeginRound();
+}
+
 TEST(QLearningPolicy, NoHoldWithoutTheFlagOrForAGroupTooSmallToCascade) {
   for (const bool small_group : {false, true}) {
     QLearningConfig config = GreedyConfig();
@@ -560,14 +574,7 @@ TEST(QLearningPolicy, NoHoldWithoutTheFlagOrForAGroupTooSmallToCascade) {
     const uint32_t group = small_group ? kCascadeMinRequests - 1 : kCascadeMinRequests;
     QLearningPolicy policy(config, 1);
     const StopContext other = MixedContext(group, false);
-    const uint32_t mixed = StateIndex(Discretize(Observe(other), StateBins::kCascade));
-    auto tables = std::make_unique<QTables>();
-    tables->q[CellIndex(mixed, kStop)] = 10.0;
-    policy.Restore(config, *tables, 1);
-    policy.BeginRound();
-    EXPECT_EQ(policy.Decide(other), kStop);
-    policy.OnStepExecuted(Reward(100));
-    policy.BeginRound();
+    StopInAMixedBatchThenBeginARound(policy, config, other);
     EXPECT_EQ(policy.Decide(other), kStop);
     EXPECT_EQ(policy.tables().decisions, 2u);  // the table again, not a hold
   }
@@ -583,14 +590,7 @@ TEST(QLearningPolicy, AHoldCountsTheGroupsWaitingPeers) {
     config.hold = true;
     QLearningPolicy policy(config, 1);
     const StopContext other = MixedContext(3, false, waiting);
-    const uint32_t mixed = StateIndex(Discretize(Observe(other), StateBins::kCascade));
-    auto tables = std::make_unique<QTables>();
-    tables->q[CellIndex(mixed, kStop)] = 10.0;
-    policy.Restore(config, *tables, 1);
-    policy.BeginRound();
-    EXPECT_EQ(policy.Decide(other), kStop);
-    policy.OnStepExecuted(Reward(100));
-    policy.BeginRound();
+    StopInAMixedBatchThenBeginARound(policy, config, other);
     EXPECT_EQ(policy.Decide(other), kStop);
     EXPECT_EQ(policy.Decide(MixedContext(3, true, waiting)), kAdd);
     const bool holds = 3 + waiting >= kCascadeMinRequests;
