@@ -35,7 +35,9 @@
 // probes (the settings the profile's calibration used: "settings", full or quick) before each
 // measured run and after the last, with their
 // ratios to the figures the profile recorded and the range of each ratio: a miss that comes with
-// a GEMM peak ratio far from 1 says the machine moved since calibration, not the model.
+// a GEMM peak ratio far from 1 says the machine moved since calibration, not the model. With them
+// the step probe: four calibration-grid steps run on the CPU engine, measured over priced
+// (step_ratio, step_gemm_ratio, and small_step_ratio for its step of at most 8 tokens).
 // Default DIR: out/validate/<scenario name>. SIGINT/SIGTERM: finished run directories stay,
 // validation.json is written only when every run finished; exit 130 / 143.
 #pragma once

@@ -334,12 +334,12 @@ TEST(ValidateCommandTest, OneRunKeepsTheMeasuredDirectoryNameAndProbesTheHostAro
     }
   }
   EXPECT_FALSE(host["profile"]["dense_flops_per_s"].is_null());  // every CPU profile has one
-  // The step probe: three grid steps on the real engine against the profile's price of them,
-  // for the total and the gemm term, with their ranges. The measured time is real (and the tiny
-  // model is far from the cpu-small steps the profile was fitted to), so only a positive, finite
-  // ratio is checked.
-  ASSERT_EQ(host["step_probe_grid"].size(), 3u) << host;
-  for (const char* field : {"step_ratio", "step_gemm_ratio"}) {
+  // The step probe: four grid steps on the real engine against the profile's price of them,
+  // for the total, the gemm term and the one step of <= 8 tokens, with their ranges. The measured
+  // time is real (and the tiny model is far from the cpu-small steps the profile was fitted to),
+  // so only a positive, finite ratio is checked.
+  ASSERT_EQ(host["step_probe_grid"].size(), 4u) << host;
+  for (const char* field : {"step_ratio", "step_gemm_ratio", "small_step_ratio"}) {
     SCOPED_TRACE(field);
     double low = 1e300, high = 0;
     for (const nlohmann::json& p : probes) {
