@@ -25,6 +25,7 @@
 #include "cli/interrupt.h"
 #include "cli/selfcheck_command.h"
 #include "cli/validation_report.h"
+#include "hw/decode_attention.h"
 #include "hw/foreign_host.h"
 #include "hw/gemm.h"
 #include "hw/host_info.h"
@@ -216,6 +217,11 @@ class HostProbes {
       }
       if (profile.dense_flops_per_s > 0) profile_gemm_ = profile.dense_flops_per_s;
       quick_ = profile.measured_on->probes == "quick";
+      // The step probe runs the kernels as the measured runs will (the cpu engine factory
+      // applies the same setting, cli/engines.cc), from the first probe on.
+      if (profile.measured_on->decode_prefetch_bytes > 0) {
+        hw::SetDecodePrefetchBytes(profile.measured_on->decode_prefetch_bytes);
+      }
     }
     step_grid_ = StepProbeGrid();
     step_pool_blocks_ = calib::LargestStepBlocks(step_grid_);
