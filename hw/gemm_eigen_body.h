@@ -24,9 +24,8 @@
 #error "define Eigen to a per-ISA namespace name before including hw/gemm_eigen_body.h"
 #endif
 
-#include <omp.h>
-
 #include <immintrin.h>
+#include <omp.h>
 
 #include <Eigen/Core>
 #include <algorithm>
@@ -77,7 +76,9 @@ constexpr int kSkinnyAccumulators = 24;  // of 32 registers: the rest hold B and
 inline SkinnyVec SkinnyZero() { return _mm512_setzero_ps(); }
 inline SkinnyVec SkinnyLoad(const float* p) { return _mm512_loadu_ps(p); }
 inline SkinnyVec SkinnyBroadcast(float x) { return _mm512_set1_ps(x); }
-inline SkinnyVec SkinnyFma(SkinnyVec a, SkinnyVec b, SkinnyVec c) { return _mm512_fmadd_ps(a, b, c); }
+inline SkinnyVec SkinnyFma(SkinnyVec a, SkinnyVec b, SkinnyVec c) {
+  return _mm512_fmadd_ps(a, b, c);
+}
 inline void SkinnyStore(float* p, SkinnyVec v) { _mm512_storeu_ps(p, v); }
 #else
 using SkinnyVec = __m256;
@@ -86,7 +87,9 @@ constexpr int kSkinnyAccumulators = 12;  // of 16 registers
 inline SkinnyVec SkinnyZero() { return _mm256_setzero_ps(); }
 inline SkinnyVec SkinnyLoad(const float* p) { return _mm256_loadu_ps(p); }
 inline SkinnyVec SkinnyBroadcast(float x) { return _mm256_set1_ps(x); }
-inline SkinnyVec SkinnyFma(SkinnyVec a, SkinnyVec b, SkinnyVec c) { return _mm256_fmadd_ps(a, b, c); }
+inline SkinnyVec SkinnyFma(SkinnyVec a, SkinnyVec b, SkinnyVec c) {
+  return _mm256_fmadd_ps(a, b, c);
+}
 inline void SkinnyStore(float* p, SkinnyVec v) { _mm256_storeu_ps(p, v); }
 #endif
 constexpr uint32_t kSkinnyMaxRows = 8;
@@ -116,9 +119,9 @@ inline __attribute__((always_inline)) void SkinnyTile(uint32_t n, uint32_t k, co
   for (uint32_t kk = 0; kk < k; ++kk, row += n) {
     if (kk + kSkinnyPrefetchRows < k) {
       for (int v = 0; v < kV; v += static_cast<int>(64 / sizeof(float) / kSkinnyLanes)) {
-        _mm_prefetch(reinterpret_cast<const char*>(row + size_t{kSkinnyPrefetchRows} * n +
-                                                   v * kSkinnyLanes),
-                     _MM_HINT_T0);
+        _mm_prefetch(
+            reinterpret_cast<const char*>(row + size_t{kSkinnyPrefetchRows} * n + v * kSkinnyLanes),
+            _MM_HINT_T0);
       }
     }
     SkinnyVec bv[kV];
@@ -149,11 +152,20 @@ void SkinnyRows(uint32_t n, uint32_t k, const float* a, const float* b, float* c
   for (; col < end; ++col) {
     for (int i = 0; i < kM; ++i) {
       float sum = 0;
-      for (uint32_t kk = 0; kk < k; ++kk) sum += a[static_cast<size_t>(i) * k + kk] * b[size_t{kk} * n + col];
+      for (uint32_t kk = 0; kk < k; ++kk) {
+        sum += a[static_cast<size_t>(i) * k + kk] * b[size_t{kk} * n + col];
+      }
       c[static_cast<size_t>(i) * n + col] = sum;
     }
   }
 }
+
+// SkinnyRows<kM> for kM = 1 .. kSkinnyMaxRows, at index kM - 1.
+using SkinnyRowsFn = void (*)(uint32_t, uint32_t, const float*, const float*, float*, uint32_t,
+                              uint32_t);
+constexpr SkinnyRowsFn kSkinnyRowsFns[kSkinnyMaxRows] = {
+    &SkinnyRows<1>, &SkinnyRows<2>, &SkinnyRows<3>, &SkinnyRows<4>,
+    &SkinnyRows<5>, &SkinnyRows<6>, &SkinnyRows<7>, &SkinnyRows<8>};
 
 // The skinny product over columns [c0, c0 + cols) of all m rows, kSkinnyMaxRows at a time.
 void SkinnyBlock(uint32_t m, uint32_t n, uint32_t k, const float* a, const float* b, float* c,
@@ -162,16 +174,7 @@ void SkinnyBlock(uint32_t m, uint32_t n, uint32_t k, const float* a, const float
   for (uint32_t r = 0; r < m; r += kSkinnyMaxRows) {
     const float* ar = a + static_cast<size_t>(r) * k;
     float* cr = c + static_cast<size_t>(r) * n;
-    switch (std::min(m - r, kSkinnyMaxRows)) {
-      case 1: SkinnyRows<1>(n, k, ar, b, cr, c0, cols); break;
-      case 2: SkinnyRows<2>(n, k, ar, b, cr, c0, cols); break;
-      case 3: SkinnyRows<3>(n, k, ar, b, cr, c0, cols); break;
-      case 4: SkinnyRows<4>(n, k, ar, b, cr, c0, cols); break;
-      case 5: SkinnyRows<5>(n, k, ar, b, cr, c0, cols); break;
-      case 6: SkinnyRows<6>(n, k, ar, b, cr, c0, cols); break;
-      case 7: SkinnyRows<7>(n, k, ar, b, cr, c0, cols); break;
-      default: SkinnyRows<8>(n, k, ar, b, cr, c0, cols); break;
-    }
+    kSkinnyRowsFns[std::min(m - r, kSkinnyMaxRows) - 1](n, k, ar, b, cr, c0, cols);
   }
 }
 
