@@ -172,6 +172,15 @@ DeviceProfile CpuBaseProfile(const Probes& probes, const HostInfo& host, int thr
   set("gemm_flops_efficiency", 0.7, ParameterSource::kAssumed, "starting value");
   set("gemm_batched_fixed_ns", 0, ParameterSource::kAssumed, "starting value");
   set("gemm_roofline_exponent", 0, ParameterSource::kAssumed, "starting value: the hard max");
+  const uint32_t skinny = hw::GemmSkinnyRows(probes.gemm_peak.backend);
+  set("gemm_skinny_max_tokens", skinny, ParameterSource::kSpec,
+      skinny == 0 ? "this build ran no skinny GEMM kernel (hw/gemm.h GemmSkinnyRows: " +
+                        hw::GemmKernelName(probes.gemm_peak.backend) + ")"
+                  : "the skinny GEMM kernel of this build took products of 2 to " +
+                        std::to_string(skinny) + " rows (hw/gemm.h GemmSkinnyRows, " +
+                        hw::GemmKernelName(probes.gemm_peak.backend) + ")");
+  set("gemm_skinny_fixed_ns", 0, ParameterSource::kAssumed, "starting value");
+  set("gemm_skinny_ns_per_token", 0, ParameterSource::kAssumed, "starting value");
   set("decode_cta_fixed_ns", 0, ParameterSource::kAssumed, "starting value");
   set("attn_bw_efficiency", 0.8, ParameterSource::kAssumed, "starting value");
   set("attn_flops_efficiency", 0.3, ParameterSource::kAssumed, "starting value");

@@ -61,6 +61,10 @@ DeviceProfile CudaBaseProfile(const CudaProbes& probes, const hw::cuda::CudaDevi
   set("gemm_flops_efficiency", 0.7, ParameterSource::kAssumed, "starting value");
   set("gemm_batched_fixed_ns", 0, ParameterSource::kAssumed, "starting value");
   set("gemm_roofline_exponent", 0, ParameterSource::kAssumed, "starting value: the hard max");
+  set("gemm_skinny_max_tokens", 0, ParameterSource::kSpec,
+      "no skinny kernel: cuBLAS takes every product");
+  set("gemm_skinny_fixed_ns", 0, ParameterSource::kAssumed, "unused: no skinny kernel");
+  set("gemm_skinny_ns_per_token", 0, ParameterSource::kAssumed, "unused: no skinny kernel");
   set("decode_cta_fixed_ns", 0, ParameterSource::kAssumed, "starting value");
   set("attn_bw_efficiency", 0.8, ParameterSource::kAssumed, "starting value");
   set("attn_flops_efficiency", 0.3, ParameterSource::kAssumed, "starting value");

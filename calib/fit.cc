@@ -42,6 +42,8 @@ struct Indices {
   size_t gemm_flops = ParameterIndex("gemm_flops_efficiency");
   size_t gemm_fixed = ParameterIndex("gemm_batched_fixed_ns");
   size_t gemm_exponent = ParameterIndex("gemm_roofline_exponent");
+  size_t skinny_fixed = ParameterIndex("gemm_skinny_fixed_ns");
+  size_t skinny_per_token = ParameterIndex("gemm_skinny_ns_per_token");
   size_t cta_fixed = ParameterIndex("decode_cta_fixed_ns");
   size_t attn_bw = ParameterIndex("attn_bw_efficiency");
   size_t attn_flops = ParameterIndex("attn_flops_efficiency");
@@ -59,10 +61,11 @@ const Indices& Ix() {
   return indices;
 }
 
-// Never fitted: capacity and peaks come from probes or datasheets.
-constexpr std::array<std::string_view, 5> kNeverFitted = {
+// Never fitted: capacity and peaks come from probes or datasheets, the skinny kernel's range from
+// the build.
+constexpr std::array<std::string_view, 6> kNeverFitted = {
     "memory_bytes", "activation_reserve_bytes", "dram_bw_bytes_per_s", "dense_flops_per_s",
-    "sm_count"};
+    "sm_count",     "gemm_skinny_max_tokens"};
 
 double& Field(DeviceProfile& p, size_t index) { return p.*(ProfileParameters()[index].field); }
 double Value(const DeviceProfile& p, size_t index) { return p.*(ProfileParameters()[index].field); }
@@ -174,6 +177,9 @@ class Fitter {
   // The soft maximum's exponent (gemm_roofline_exponent): tried from a few starting values with
   // the efficiencies refitted, kept only when it lowers the cost.
   void FitGemmExponent(TermState& state, const std::vector<size_t>& free);
+  // The skinny kernel's line (gemm_skinny_fixed_ns, gemm_skinny_ns_per_token) on `rows`, the
+  // gemm rows of 2 to gemm_skinny_max_tokens tokens, with the weight stream already fitted.
+  void FitGemmSkinny(TermState& state, const std::vector<size_t>& rows);
   void FitDecode(TermState& state);
   void FitPrefill(TermState& state);
   void FitCascade(TermState& state);
@@ -356,7 +362,9 @@ void Fitter::FitGemm(TermState& state) {
   // time, kept only when it lowers the fit cost and both single-token and batched rows are there
   // to tell it apart from the weight stream.
   size_t single = 0, batched = 0;
-  for (const size_t i : rows) (rows_[i].shape.new_tokens >= 2 ? batched : single) += 1;
+  for (const size_t i : rows) {
+    (GemmRepacks(profile_, rows_[i].shape.new_tokens) ? batched : single) += 1;
+  }
   if (single < kMinRowsPerSide || batched < kMinRowsPerSide) {
     Param(state, ix.gemm_fixed).why =
         "needs at least 2 single-token and 2 batched gemm rows; kept at the base value";
@@ -475,7 +483,8 @@ void Fitter::FitGemmEfficiencies(TermState& state, const std::vector<size_t>& fr
   double max_ratio = 0, min_ratio = std::numeric_limits<double>::infinity();  // F_i / A
   for (const size_t i : rows) {
     const double f = compute_ns(rows_[i].shape);
-    const double fixed = rows_[i].shape.new_tokens >= 2 ? profile_.gemm_batched_fixed_ns : 0.0;
+    const double fixed =
+        GemmRepacks(profile_, rows_[i].shape.new_tokens) ? profile_.gemm_batched_fixed_ns : 0.0;
     const bool compute_bound =
         f / profile_.gemm_flops_efficiency + fixed > a / profile_.gemm_bw_efficiency;
     (compute_bound ? compute_side : bw_side) += 1;
@@ -495,6 +504,55 @@ void Fitter::FitGemmEfficiencies(TermState& state, const std::vector<size_t>& fr
                     "the bandwidth efficiency is high enough to keep them compute-bound");
     if (flops_free) MinimizeInRange(state, {ix.gemm_flops});
   }
+}
+
+void Fitter::FitGemmSkinny(TermState& state, const std::vector<size_t>& rows) {
+  const Indices& ix = Ix();
+  std::vector<size_t> free = Free({ix.skinny_fixed, ix.skinny_per_token});
+  if (free.empty()) return;
+  if (profile_.gemm_skinny_max_tokens < 2) {
+    for (const size_t index : free) {
+      Param(state, index).why =
+          "no skinny kernel in this profile (gemm_skinny_max_tokens < 2); kept at the base value";
+    }
+    return;
+  }
+  std::vector<double> sizes;
+  for (const size_t i : rows) sizes.push_back(rows_[i].shape.new_tokens);
+  std::sort(sizes.begin(), sizes.end());
+  const auto distinct = std::unique(sizes.begin(), sizes.end()) - sizes.begin();
+  if (rows.size() < kMinRowsPerSide) {
+    for (const size_t index : free) {
+      Param(state, index).why =
+          "needs at least 2 gemm rows of 2 to gemm_skinny_max_tokens tokens; kept at the base "
+          "value";
+    }
+    return;
+  }
+  if (distinct < 2 && free.size() == 2) {
+    free = {ix.skinny_fixed};
+    Param(state, ix.skinny_per_token).why =
+        "every skinny gemm row has the same token count, so the cost per token cannot be told "
+        "apart from the fixed cost";
+  }
+  const double stream_ns = static_cast<double>(model_.StepWeightBytes()) * kNsPerS /
+                           (profile_.dram_bw_bytes_per_s * profile_.gemm_bw_efficiency);
+  const bool fixed_free = std::find(free.begin(), free.end(), ix.skinny_fixed) != free.end();
+  const bool token_free = std::find(free.begin(), free.end(), ix.skinny_per_token) != free.end();
+  // FitLinear fits on state.rows.fit: point it at the skinny rows for the call.
+  const std::vector<size_t> all_rows = std::exchange(state.rows.fit, rows);
+  FitLinear(
+      state, free,
+      [&](size_t row, size_t param) {
+        return param == ix.skinny_fixed ? 1.0 : rows_[row].shape.new_tokens;
+      },
+      [&](size_t row) {
+        double fixed = stream_ns;
+        if (!fixed_free) fixed += profile_.gemm_skinny_fixed_ns;
+        if (!token_free) fixed += rows_[row].shape.new_tokens * profile_.gemm_skinny_ns_per_token;
+        return fixed;
+      });
+  state.rows.fit = all_rows;
 }
 
 // --- decode attention (+ L2 reuse) ---
@@ -831,7 +889,8 @@ void Fitter::Finish(TermState& state) {
 CalibrationFit Fitter::Run() {
   const Indices& ix = Ix();
   std::array<std::vector<size_t>, 5> term_params = {{
-      {ix.gemm_bw, ix.gemm_flops, ix.gemm_fixed, ix.gemm_exponent},
+      {ix.gemm_bw, ix.gemm_flops, ix.gemm_fixed, ix.gemm_exponent, ix.skinny_fixed,
+       ix.skinny_per_token},
       {ix.attn_bw, ix.cta_fixed, ix.hit, ix.window, ix.l2_bw},
       {ix.cascade_layer, ix.cascade_merge},
       {ix.attn_flops},
@@ -858,13 +917,25 @@ CalibrationFit Fitter::Run() {
   }
   // Fit order: gemm, decode (attn_bw_efficiency), prefill (attn_flops_efficiency), cascade
   // (both attention rates), overhead.
-  FitGemm(states[0]);
-  // After the batched fixed cost: a CPU's repacking is a sharper explanation of its rows than a
-  // soft knee, which could otherwise imitate it.
-  if (const std::vector<size_t> rates = Free({ix.gemm_bw, ix.gemm_flops});
-      !states[0].rows.fit.empty() && states[0].rows.fit.size() >= rates.size()) {
-    FitGemmExponent(states[0], rates);
+  // The roofline on the gemm rows the skinny kernel does not take, then the kernel's line on the
+  // rest (it reads the fitted weight stream).
+  std::vector<size_t> skinny_rows;
+  {
+    std::vector<size_t> roofline_rows;
+    for (const size_t i : states[0].rows.fit) {
+      (GemmRunsSkinny(base_, rows_[i].shape.new_tokens) ? skinny_rows : roofline_rows).push_back(i);
+    }
+    const std::vector<size_t> all_rows = std::exchange(states[0].rows.fit, roofline_rows);
+    FitGemm(states[0]);
+    // After the batched fixed cost: a CPU's repacking is a sharper explanation of its rows than
+    // a soft knee, which could otherwise imitate it.
+    if (const std::vector<size_t> rates = Free({ix.gemm_bw, ix.gemm_flops});
+        !states[0].rows.fit.empty() && states[0].rows.fit.size() >= rates.size()) {
+      FitGemmExponent(states[0], rates);
+    }
+    states[0].rows.fit = all_rows;
   }
+  FitGemmSkinny(states[0], skinny_rows);
   FitDecode(states[1]);
   FitPrefill(states[3]);
   FitCascade(states[2]);

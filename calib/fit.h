@@ -14,7 +14,10 @@
 //                     gemm_roofline_exponent (the soft maximum's k) from six starting values
 //                     with the efficiencies refitted, and gemm_batched_fixed_ns from five
 //                     starting multiples of the weight-stream time, each kept only if it lowers
-//                     the cost.
+//                     the cost — all on the rows the skinny kernel does not take. Then, on the
+//                     rows of 2 to gemm_skinny_max_tokens tokens (the base profile's; never
+//                     fitted), gemm_skinny_fixed_ns and gemm_skinny_ns_per_token: non-negative
+//                     least squares with the fitted weight stream as the fixed part.
 //   kDecodeAttention  (+ kKvReuse, which a CPU cannot time apart) attn_bw_efficiency,
 //                     decode_cta_fixed_ns (with 3+ rows of 2+ context lengths), reuse_hit_max,
 //                     reuse_window_ctas, l2_bw_bytes_per_s (LM from a grid over the window with

@@ -29,9 +29,7 @@ void RegisterBuiltinEngines() {
       // contexts, tests/hw/cpu_engine_benchmark.cc) OpenBLAS made decode steps 1.5–3.4× slower
       // (B = 1: 34 vs 10 ms; B = 8: 111 vs 33 ms), although alone it is as fast as Eigen.
       options.gemm_backend = hw::GemmBackend::kEigen;
-      if (prepared.profile.measured_on) {
-        options.decode_prefetch_bytes = prepared.profile.measured_on->decode_prefetch_bytes;
-      }
+      options = hw::WithProfileKernels(options, prepared.profile);
       return std::make_unique<hw::CpuEngine>(prepared.model, prepared.serving.kv_cache_blocks,
                                              prepared.serving.block_tokens, options);
     });

@@ -25,7 +25,7 @@
 #include "cli/interrupt.h"
 #include "cli/selfcheck_command.h"
 #include "cli/validation_report.h"
-#include "hw/decode_attention.h"
+#include "hw/cpu_engine.h"
 #include "hw/foreign_host.h"
 #include "hw/gemm.h"
 #include "hw/host_info.h"
@@ -174,11 +174,12 @@ std::string CheckProfileHost(const ValidateCommandOptions& options, const std::s
 // The step probe's grid: four points of the quick calibration grid (calib/cpu_calibration.h),
 // decode of 4, 16 and 64 requests over private contexts of about 1,024 tokens and one 256-token
 // prefill chunk after 1,024 cached tokens: the gemm-bound and the attention-bound ends of the
-// validation scenarios' steps. The 4-request step is the few-token end, where the GEMMs repack
-// their weights on every call (the profile's gemm_batched_fixed_ns): on a Zen 5 VM such steps ran
-// 1.14-1.22x their price in some validations and 0.99-1.08x in others while the 16- and
-// 64-request steps stayed within x0.96-1.06 (results/validation/issue-20-zen5), so its ratio is
-// also reported alone (small_step_ratio). With cpu-small a probe (a warm-up and 3 timed passes)
+// validation scenarios' steps. The 4-request step is the few-token end, where Eigen's GEMMs
+// repack their weights on every call (the profile's gemm_batched_fixed_ns) unless the skinny
+// kernel takes them (gemm_skinny_*): on a Zen 5 VM such steps ran 1.14-1.22x their price in some
+// validations with Eigen's product and 0.99-1.08x in others while the 16- and 64-request steps
+// stayed within x0.96-1.06 (results/validation/issue-20-zen5), so its ratio is also reported
+// alone (small_step_ratio). With cpu-small a probe (a warm-up and 3 timed passes)
 // adds about 2-3 s to the DRAM and GEMM probes on the reference VM (measured 2026-11-25, on a
 // slow hour).
 constexpr uint32_t kSmallStepTokens = 8;  // steps of at most this many tokens: small_step_ratio
@@ -218,10 +219,8 @@ class HostProbes {
       if (profile.dense_flops_per_s > 0) profile_gemm_ = profile.dense_flops_per_s;
       quick_ = profile.measured_on->probes == "quick";
       // The step probe runs the kernels as the measured runs will (the cpu engine factory
-      // applies the same setting, cli/engines.cc), from the first probe on.
-      if (profile.measured_on->decode_prefetch_bytes > 0) {
-        hw::SetDecodePrefetchBytes(profile.measured_on->decode_prefetch_bytes);
-      }
+      // applies the same settings, cli/engines.cc), from the first probe on.
+      hw::ApplyKernelSettings(hw::WithProfileKernels({}, profile));
     }
     step_grid_ = StepProbeGrid();
     step_pool_blocks_ = calib::LargestStepBlocks(step_grid_);

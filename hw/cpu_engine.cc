@@ -79,7 +79,19 @@ CpuEngine::CpuEngine(const ModelConfig& model, uint64_t kv_cache_blocks, uint32_
     : model_(model),
       options_(options),
       backend_(model, kv_cache_blocks, block_tokens, BackendOptions(options)) {
+  ApplyKernelSettings(options);
+}
+
+CpuEngineOptions WithProfileKernels(CpuEngineOptions options, const DeviceProfile& profile) {
+  if (!profile.measured_on) return options;
+  options.decode_prefetch_bytes = profile.measured_on->decode_prefetch_bytes;
+  options.gemm_skinny_rows = static_cast<uint32_t>(profile.gemm_skinny_max_tokens);
+  return options;
+}
+
+void ApplyKernelSettings(const CpuEngineOptions& options) {
   if (options.decode_prefetch_bytes > 0) SetDecodePrefetchBytes(options.decode_prefetch_bytes);
+  if (options.gemm_skinny_rows) (void)SetGemmSkinnyRows(*options.gemm_skinny_rows);
 }
 
 CpuEngine::~CpuEngine() = default;

@@ -28,6 +28,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -49,7 +50,22 @@ struct CpuEngineOptions {
   // setting per process, decode_attention.h); 0 leaves it. `feather run` passes the profile's
   // measured_on.decode_prefetch_bytes, the lookahead calibration measured with.
   size_t decode_prefetch_bytes = 0;
+  // Set: the skinny GEMM kernel's row limit, set at construction (SetGemmSkinnyRows, one setting
+  // per process, gemm.h; 0 = Eigen's product always); unset leaves it. `feather run` passes a
+  // calibrated profile's gemm_skinny_max_tokens, the kernels its GEMM rows were measured with.
+  std::optional<uint32_t> gemm_skinny_rows = std::nullopt;
 };
+
+// `options` with the kernel settings a calibrated profile records (measured_on present): its
+// prefetch lookahead (measured_on.decode_prefetch_bytes) and its skinny GEMM rows
+// (gemm_skinny_max_tokens; 0 = Eigen's product always, as every profile calibrated before the
+// kernel was measured). `feather run`'s cpu engine and `validate`'s step probe use it, so that the
+// engine runs the kernels the profile's rows were measured with. Other profiles leave both.
+[[nodiscard]] CpuEngineOptions WithProfileKernels(CpuEngineOptions options,
+                                                  const DeviceProfile& profile);
+// Sets the process-wide kernel settings `options` asks for (SetDecodePrefetchBytes,
+// SetGemmSkinnyRows); the constructor does this first.
+void ApplyKernelSettings(const CpuEngineOptions& options);
 
 class CpuEngine final : public Engine {
  public:

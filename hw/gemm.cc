@@ -45,19 +45,20 @@ constexpr GemmBackend kMeasuredDefault = GemmBackend::kEigen;
 constexpr uint32_t kSkinnyUnset = 0xFFFFFFFEu;
 std::atomic<uint32_t> skinny_rows{kSkinnyUnset};
 
-// FEATHER_GEMM_SKINNY=off|auto, read once: unset or empty = off; a bad value exits with status 2
+// FEATHER_GEMM_SKINNY=off|auto, read once: unset or empty = auto; a bad value exits with status 2
 // (hw/isa_variable.h).
 uint32_t SkinnyRowsFromEnvironment() {
   static const uint32_t rows = [] {
-    constexpr std::string_view kNames[] = {"off", "auto"};
+    constexpr std::string_view kNames[] = {"auto", "off"};
     const size_t choice = ChoiceFromVariable("FEATHER_GEMM_SKINNY", kNames, 0,
                                              [](size_t) { return std::string_view(); });
-    return choice == 1 ? kGemmSkinnyRowsAuto : 0u;
+    return choice == 0 ? kGemmSkinnyRowsAuto : 0u;
   }();
   return rows;
 }
 
-uint32_t SkinnyRows() {
+// The setting as stored: 0, kGemmSkinnyRowsAuto or a row count.
+uint32_t SkinnySetting() {
   uint32_t rows = skinny_rows.load();
   if (rows == kSkinnyUnset) {
     (void)skinny_rows.compare_exchange_strong(rows, SkinnyRowsFromEnvironment());
@@ -164,10 +165,19 @@ GemmIsa ActiveGemmIsa() {
   return kHasAvx512 ? GemmIsa::kAvx512 : GemmIsa::kAvx2;
 }
 
+// The most rows for which the skinny kernel beats Eigen's product, measured per build on the Zen 5
+// VM (tests/hw/gemm_benchmark.cc, BM_GemmStep: one decode step's weights from DRAM, two threads;
+// Eigen's ms / the kernel's): AVX-512 m = 2: 10.4 / 5.3, 4: 10.1-11.0 / 6.0-6.6, 8: 11.0-11.7 /
+// 7.8-8.9, 12: 12.0 / 11.3-12.9 (a tie); AVX2 2: 12.1 / 8.0, 4: 11.7 / 10.7, 8: 13.5 / 19.1 (with
+// 16 registers the tile of 8 rows is one vector wide, and B is read 32 bytes per row).
+namespace {
+uint32_t SkinnyRowsThatPay(GemmIsa isa) { return isa == GemmIsa::kAvx512 ? 8 : 4; }
+}  // namespace
+
 std::string GemmKernelName(GemmBackend backend) {
   if (backend == GemmBackend::kEigen && CpuHasAvx2Fma()) {
     return "eigen/" + std::string(GemmIsaName(ActiveGemmIsa())) +
-           (SkinnyRows() != 0 ? "+skinny" : "");
+           (GemmSkinnyRows(backend) != 0 ? "+skinny" : "");
   }
   return std::string(GemmBackendName(GemmBackend::kBlas));
 }
@@ -183,8 +193,15 @@ GemmBackend DefaultGemmBackend() {
   return CpuHasAvx2Fma() ? kMeasuredDefault : GemmBackend::kBlas;
 }
 
-uint32_t SetGemmSkinnyRowsForTesting(uint32_t rows) {
-  (void)SkinnyRows();
+uint32_t GemmSkinnyRows(GemmBackend backend) {
+  if (backend != GemmBackend::kEigen || !CpuHasAvx2Fma()) return 0;
+  const uint32_t setting = SkinnySetting();
+  if (setting == kGemmSkinnyRowsAuto) return SkinnyRowsThatPay(ActiveGemmIsa());
+  return setting < 2 ? 0 : setting;
+}
+
+uint32_t SetGemmSkinnyRows(uint32_t rows) {
+  (void)SkinnySetting();
   return skinny_rows.exchange(rows);
 }
 
@@ -204,9 +221,9 @@ void Gemm(GemmBackend backend, uint32_t m, uint32_t n, uint32_t k, const float* 
   // baseline Eigen build beside the AVX2 one). DefaultGemmBackend() then answers kBlas.
   if (backend == GemmBackend::kEigen && CpuHasAvx2Fma()) {
     if (ActiveGemmIsa() == GemmIsa::kAvx512) {
-      internal::GemmEigenAvx512(m, n, k, a, b, c, num_threads, SkinnyRows());
+      internal::GemmEigenAvx512(m, n, k, a, b, c, num_threads, GemmSkinnyRows(backend));
     } else {
-      internal::GemmEigenAvx2(m, n, k, a, b, c, num_threads, SkinnyRows());
+      internal::GemmEigenAvx2(m, n, k, a, b, c, num_threads, GemmSkinnyRows(backend));
     }
   } else {
     GemmBlas(m, n, k, a, b, c, num_threads);

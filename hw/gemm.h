@@ -36,19 +36,23 @@ enum class GemmIsa : uint8_t { kAuto, kAvx2, kAvx512 };
 // running products.
 bool SetGemmIsaForTesting(GemmIsa isa);
 
-// Eigen products of 2 to N rows of A can run feather's skinny kernel (gemm_eigen_body.h: B
-// streamed once, where Eigen's general product reads it again through its packed copy: 1.3-2x
-// faster for a decode step's 2-8 tokens). kGemmSkinnyRowsAuto = where the kernel measured faster
-// (8 rows on the AVX-512 build, 4 on AVX2). Off by default; FEATHER_GEMM_SKINNY=auto (read once
-// at the first product; off|auto, anything else: a message and exit status 2) turns it on for a
-// run, and GemmKernelName then says "+skinny". Why off: the cost model prices every product of
-// 2 or more rows with one repacking cost (gemm_batched_fixed_ns), which the kernel removes below
-// N and Eigen keeps above it, and calibrated with the kernel on the hold-out error rose from 2.4
-// to 9.3 % (hw/README.md, "Skinny products"); it becomes the default with a model term for that.
-// SetGemmSkinnyRowsForTesting sets N for the process (0 = Eigen always) and returns the previous
-// setting, for tests and the side-by-side benchmark.
+// Eigen products of 2 to N rows of A run feather's skinny kernel (gemm_eigen_body.h: B streamed
+// once, where Eigen's general product reads it again through its packed copy: 1.3-2x faster for
+// a decode step's 2-8 tokens; hw/README.md, "Skinny products"). The automatic N is where the
+// kernel measured faster: 8 rows on the AVX-512 build, 4 on AVX2. It is the default;
+// FEATHER_GEMM_SKINNY=off|auto (read once at the first product; anything else: a message and exit
+// status 2) chooses for a run, and GemmKernelName then says "+skinny" when it is on. The cost
+// model prices the kernel's steps apart (the profile's gemm_skinny_max_tokens, written by
+// calibration from GemmSkinnyRows; sim/engine/model_engine.h), and the `cpu` engine runs the N
+// of the profile it was given (CpuEngineOptions::gemm_skinny_rows).
 inline constexpr uint32_t kGemmSkinnyRowsAuto = 0xFFFFFFFFu;
-uint32_t SetGemmSkinnyRowsForTesting(uint32_t rows);
+// The N that products with `backend` run with now: 0 when the kernel is off or `backend` does not
+// run Eigen on this machine.
+[[nodiscard]] uint32_t GemmSkinnyRows(GemmBackend backend);
+// Sets N for the process (0 or 1 = Eigen always, kGemmSkinnyRowsAuto = the automatic choice;
+// above 8 rows the kernel runs in passes of 8, which measured no faster than Eigen) and returns
+// the previous setting. Not thread-safe against running products.
+uint32_t SetGemmSkinnyRows(uint32_t rows);
 
 void Gemm(GemmBackend backend, uint32_t m, uint32_t n, uint32_t k, const float* a,
           const float* b, float* c, int num_threads);

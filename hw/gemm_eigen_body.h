@@ -92,17 +92,7 @@ inline SkinnyVec SkinnyFma(SkinnyVec a, SkinnyVec b, SkinnyVec c) {
 }
 inline void SkinnyStore(float* p, SkinnyVec v) { _mm256_storeu_ps(p, v); }
 #endif
-constexpr uint32_t kSkinnyMaxRows = 8;
-// The most rows for which the kernel beats Eigen's product, measured per build on the Zen 5 VM
-// (tests/hw/gemm_benchmark.cc, BM_GemmStep: one decode step's weights from DRAM, two threads;
-// Eigen's ms / the kernel's): AVX-512 m = 2: 10.4 / 5.3, 4: 10.1-11.0 / 6.0-6.6, 8: 11.0-11.7 /
-// 7.8-8.9, 12: 12.0 / 11.3-12.9 (a tie); AVX2 2: 12.1 / 8.0, 4: 11.7 / 10.7, 8: 13.5 / 19.1 (with
-// 16 registers the tile of 8 rows is one vector wide, and B is read 32 bytes per row).
-#if defined(__AVX512F__)
-constexpr uint32_t kSkinnyRowsThatPay = 8;
-#else
-constexpr uint32_t kSkinnyRowsThatPay = 4;
-#endif
+constexpr uint32_t kSkinnyMaxRows = 8;  // the tallest register tile; taller products run in passes
 // B's rows prefetched this far ahead of the one being read (the walk down a column block is a
 // constant stride of n floats, which hardware prefetchers may or may not follow).
 constexpr uint32_t kSkinnyPrefetchRows = 8;
@@ -187,15 +177,14 @@ int UsefulThreads(uint32_t m, uint32_t n, uint32_t k, int num_threads) {
 }
 
 // `skinny_rows`: products of 2 to this many rows (and no more rows than columns) run the skinny
-// kernel above instead of Eigen's; 0 = never, kGemmSkinnyRowsAuto = kSkinnyRowsThatPay. One row
-// stays with Eigen, whose GEMV streams B at the DRAM probe's rate (3.6 ms per step against the
-// skinny kernel's 6.5).
+// kernel above instead of Eigen's, in passes of at most kSkinnyMaxRows rows; 0 = never (gemm.cc
+// resolves the automatic choice). One row stays with Eigen, whose GEMV streams B at the DRAM
+// probe's rate (3.6 ms per step against the skinny kernel's 6.5).
 void EigenGemm(uint32_t m, uint32_t n, uint32_t k, const float* a, const float* b, float* c,
                int num_threads, uint32_t skinny_rows) {
   if (m == 0 || n == 0) return;
   const int threads = UsefulThreads(m, n, k, num_threads);
-  const uint32_t limit = skinny_rows == kGemmSkinnyRowsAuto ? kSkinnyRowsThatPay : skinny_rows;
-  const bool skinny = m >= 2 && m <= limit && m <= n;
+  const bool skinny = m >= 2 && m <= skinny_rows && m <= n;
   if (skinny && threads == 1) {
     SkinnyBlock(m, n, k, a, b, c, 0, n);
     return;

@@ -50,6 +50,13 @@ constexpr std::array<ProfileParameterInfo, kNumProfileParameters> kParameters = 
      "exponent k of the gemm roofline's soft maximum (W^k + C^k)^(1/k); 0 = the hard max", true},
     {"decode_cta_fixed_ns", &P::decode_cta_fixed_ns, 0, false, 1e6, false,
      "decode-attention fixed cost per (sequence, KV head, layer) (ns)", true},
+    {"gemm_skinny_max_tokens", &P::gemm_skinny_max_tokens, 0, false, 1e6, true,
+     "largest step (tokens) whose linear layers run a skinny kernel without repacking; 0 = none",
+     true},
+    {"gemm_skinny_fixed_ns", &P::gemm_skinny_fixed_ns, 0, false, 1e12, false,
+     "fixed cost of a skinny-kernel linear-layer pass beyond the weight stream (ns)", true},
+    {"gemm_skinny_ns_per_token", &P::gemm_skinny_ns_per_token, 0, false, 1e12, false,
+     "cost per token of a skinny-kernel linear-layer pass (ns)", true},
 }};
 
 constexpr std::array<std::string_view, 5> kFitTermNames = {

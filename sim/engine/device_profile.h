@@ -32,7 +32,7 @@ namespace feather {
 enum class ParameterSource : uint8_t { kSpec, kAssumed, kMeasured, kPublished };
 [[nodiscard]] std::string_view ParameterSourceName(ParameterSource source);  // spec|assumed|...
 
-inline constexpr size_t kNumProfileParameters = 20;
+inline constexpr size_t kNumProfileParameters = 23;
 
 // The `measured_on` section: where and how the measurements behind a calibrated profile ran.
 struct ProfileMeasuredOn {
@@ -155,6 +155,13 @@ struct DeviceProfile {
   // m ≥ 2, while one token goes through GEMV and streams the weights once; 0 on GPUs. Optional
   // in profile files (absent = 0).
   double gemm_batched_fixed_ns = 0;
+  // A CPU build's skinny GEMM kernel (hw/gemm.h) takes the products of 2 to gemm_skinny_max_tokens
+  // tokens: it streams the weights once with no repacking, and costs the weight stream plus
+  // gemm_skinny_fixed_ns plus gemm_skinny_ns_per_token a token (sim/engine/model_engine.h). 0
+  // tokens: no such kernel (GPUs; CPU profiles calibrated without it). Optional (absent = 0).
+  double gemm_skinny_max_tokens = 0;
+  double gemm_skinny_fixed_ns = 0;
+  double gemm_skinny_ns_per_token = 0;
   // How sharply the gemm roofline turns from the weight stream W to the compute C: the term is
   // (W^k + C^k)^(1/k), a soft maximum (k → ∞ is max(W, C); k = 1 their sum). A GPU GEMM does
   // not overlap its weight stream with its math perfectly near the knee: Vidur's H100 and A100

@@ -125,6 +125,9 @@ StepPricer::StepPricer(const DeviceProfile& p, const ModelConfig& model) {
   linear_ns_per_token_ = model.LinearFlopsPerToken() * kNsPerS / gemm_flops;
   lm_head_ns_per_token_ = model.LmHeadFlopsPerToken() * kNsPerS / gemm_flops;
   gemm_batched_fixed_ns_ = p.gemm_batched_fixed_ns;
+  skinny_max_tokens_ = p.gemm_skinny_max_tokens;
+  skinny_fixed_ns_ = p.gemm_skinny_fixed_ns;
+  skinny_ns_per_token_ = p.gemm_skinny_ns_per_token;
   dram_ns_per_kv_token_ = kv_bytes * kNsPerS / attn_dram_bw;
   l2_ns_per_kv_token_ = kv_bytes * kNsPerS / p.l2_bw_bytes_per_s;
   attn_ns_per_pair_ =
@@ -145,12 +148,17 @@ std::array<double, kNumStepTerms> StepPricer::Terms(const StepShape& shape) cons
   const double p = shape.cascade_prefix_tokens;
   auto at = [&terms](StepTerm term) -> double& { return terms[static_cast<size_t>(term)]; };
 
-  // Linear layers.
-  at(StepTerm::kGemm) = SoftMax(weight_stream_ns_,
-                                shape.new_tokens * linear_ns_per_token_ +
-                                    shape.sampled_tokens * lm_head_ns_per_token_ +
-                                    (shape.new_tokens >= 2 ? gemm_batched_fixed_ns_ : 0.0),
-                                gemm_exponent_);
+  // Linear layers: the skinny kernel's line, or the roofline (with repacking from 2 tokens).
+  const double n = shape.new_tokens;
+  if (n >= 2 && n <= skinny_max_tokens_) {
+    at(StepTerm::kGemm) = weight_stream_ns_ + skinny_fixed_ns_ + n * skinny_ns_per_token_;
+  } else {
+    at(StepTerm::kGemm) =
+        SoftMax(weight_stream_ns_,
+                n * linear_ns_per_token_ + shape.sampled_tokens * lm_head_ns_per_token_ +
+                    (n >= 2 ? gemm_batched_fixed_ns_ : 0.0),
+                gemm_exponent_);
+  }
 
   // Cascade's shared-prefix pass.
   if (shape.cascade()) {

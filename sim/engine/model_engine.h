@@ -10,7 +10,8 @@
 // s = tokens that sample = B + number of prefill requests (an upper bound: a prefill chunk that
 // does not finish its prompt samples nothing); T, U = decode_kv_tokens, decode_kv_unique_tokens;
 // kv = KvBytesPerToken(); a = AttentionFlopsPerPair() = 4·heads·head_dim·layers. Profile fields
-// keep their names (sim/engine/device_profile.h). Each term is rounded to whole ns; total = Σ terms.
+// keep their names (sim/engine/device_profile.h). Each term is rounded to whole ns; total = Σ
+// terms.
 //
 // kGemm — roofline of the linear layers, a soft maximum of the weight stream W and the compute C:
 //   W = StepWeightBytes / (dram_bw · gemm_bw_efficiency)
@@ -29,6 +30,17 @@
 //   token (results/profiles/cpu-rows.csv).
 //   Flat while the weight stream dominates, then linear in n past the knee
 //   n* ≈ StepWeightBytes·dense_flops·gemm_flops_eff / (dram_bw·gemm_bw_eff·2·params).
+//   Skinny steps, 2 ≤ n ≤ gemm_skinny_max_tokens (0 on GPUs), replace the roofline:
+//     kGemm = W + gemm_skinny_fixed_ns + n · gemm_skinny_ns_per_token
+//   A CPU build's skinny kernel (hw/gemm.h) takes these products instead of the repacking
+//   library: it walks each weight row once and multiplies it by the n broadcast tokens, so it
+//   neither repacks (no gemm_batched_fixed_ns) nor reaches the library's compute rate; the
+//   weight stream and the per-token math add up rather than overlap (too little math per byte
+//   to hide either). Measured on the Zen 5 VM (tests/hw/gemm_benchmark.cc, BM_GemmStep, one
+//   decode step of cpu-small, AVX-512 build): 1 token 3.6 ms (W, Eigen's GEMV), 2 tokens 5.3,
+//   4 tokens 6.0-6.7, 8 tokens 7.8-8.9 — a line of ~0.5 ms a token above W + ~0.7 ms, where the
+//   repacking product took 10.4-11.7 ms at every n from 2 to 8. n = 1 stays the roofline
+//   (GEMV streams W alone), and n above the limit the library's product with its repacking.
 //
 // Cascade decision — vLLM v1's FlashAttention backend, literally (use_cascade_attention and
 // GPUModelRunner's prefix-length clamp):
@@ -168,6 +180,15 @@ struct MeasuredStep {
 [[nodiscard]] StepShape ShapeStep(const BatchPlan& plan, const ModelConfig& model,
                                   bool cascade_enabled, uint32_t sm_count);
 
+// Whether the linear layers of a step of `new_tokens` tokens run the profile's skinny kernel
+// (2 ≤ n ≤ gemm_skinny_max_tokens), and whether they pay the batched (repacking) fixed cost.
+[[nodiscard]] inline bool GemmRunsSkinny(const DeviceProfile& p, double new_tokens) {
+  return new_tokens >= 2 && new_tokens <= p.gemm_skinny_max_tokens;
+}
+[[nodiscard]] inline bool GemmRepacks(const DeviceProfile& p, double new_tokens) {
+  return new_tokens >= 2 && !GemmRunsSkinny(p, new_tokens);
+}
+
 // Prices shapes with a profile: the formulas of the file comment. Construction folds the profile
 // and the model into per-unit costs; Terms is a few multiply-adds and a pow.
 //
@@ -187,6 +208,9 @@ class StepPricer {
   double linear_ns_per_token_ = 0;     // compute-bound linear layers, per token
   double gemm_batched_fixed_ns_ = 0;   // compute side, steps of 2+ tokens
   double lm_head_ns_per_token_ = 0;    // compute-bound LM head, per sampled token
+  double skinny_max_tokens_ = 0;       // gemm_skinny_max_tokens
+  double skinny_fixed_ns_ = 0;         // W + this + n · skinny_ns_per_token_ for skinny steps
+  double skinny_ns_per_token_ = 0;
   double dram_ns_per_kv_token_ = 0;    // one token's KV (all layers) from DRAM
   double l2_ns_per_kv_token_ = 0;      // one token's KV (all layers) from L2
   double attn_ns_per_pair_ = 0;        // one (query, key) pair across all layers, at full rate

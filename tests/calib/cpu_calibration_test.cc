@@ -1,10 +1,13 @@
 // Tests of calib/cpu_calibration.h: the attention kernel path a CPU calibration records
-// (measured_on.kernel_variant) is the tile step the kernels actually run.
+// (measured_on.kernel_variant) is the tile step the kernels actually run, and the base profile
+// records the skinny GEMM rows the engine's products run with.
 #include "calib/cpu_calibration.h"
 
 #include <gtest/gtest.h>
 
 #include "hw/attention_internal.h"
+#include "hw/gemm.h"
+#include "hw/host_info.h"
 
 namespace feather::calib {
 namespace {
@@ -39,6 +42,37 @@ TEST(CpuCalibrationTest, KernelPathNameFollowsTheTileStepInUse) {
   }
   hw::attention_internal::SetAttentionIsaForTesting(AttentionIsa::kAuto);
   EXPECT_GE(checked, 1);  // scalar is always there
+}
+
+// gemm_skinny_max_tokens is the build's, as the engine runs it (`spec`, never fitted): the
+// automatic choice, a forced one, and none with the kernel off or the product not Eigen's.
+TEST(CpuCalibrationTest, BaseProfileRecordsTheSkinnyGemmRowsInUse) {
+  Probes probes;
+  probes.dram.bytes_per_s = 30e9;
+  probes.llc.bytes_per_s = 100e9;
+  probes.gemm_peak.flops_per_s = 200e9;
+  probes.gemm_peak.backend = hw::GemmBackend::kEigen;
+  const HostInfo host;
+  const uint32_t before = hw::SetGemmSkinnyRows(hw::kGemmSkinnyRowsAuto);
+  DeviceProfile p = CpuBaseProfile(probes, host, 2);
+  EXPECT_EQ(p.gemm_skinny_max_tokens, hw::GemmSkinnyRows(hw::GemmBackend::kEigen));
+  (void)hw::SetGemmSkinnyRows(6);
+  p = CpuBaseProfile(probes, host, 2);
+  EXPECT_EQ(p.gemm_skinny_max_tokens,
+            hw::GemmKernelName(hw::GemmBackend::kEigen) == "blas" ? 0 : 6);
+  (void)hw::SetGemmSkinnyRows(0);
+  EXPECT_EQ(CpuBaseProfile(probes, host, 2).gemm_skinny_max_tokens, 0);
+  (void)hw::SetGemmSkinnyRows(6);
+  probes.gemm_peak.backend = hw::GemmBackend::kBlas;
+  p = CpuBaseProfile(probes, host, 2);
+  EXPECT_EQ(p.gemm_skinny_max_tokens, 0);
+  for (size_t i = 0; i < kNumProfileParameters; ++i) {
+    if (ProfileParameters()[i].name == "gemm_skinny_max_tokens") {
+      EXPECT_EQ(p.origins[i].source, ParameterSource::kSpec);
+      EXPECT_NE(p.origins[i].note.find("no skinny GEMM kernel"), std::string::npos);
+    }
+  }
+  (void)hw::SetGemmSkinnyRows(before);
 }
 
 }  // namespace

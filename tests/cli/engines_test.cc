@@ -1,6 +1,6 @@
-// engines_test.cc: the "cpu" engine factory (cli/engines.h) applies the prefetch lookahead the
-// run's profile was calibrated with, and leaves the kernels' setting alone for a profile that
-// does not record one.
+// engines_test.cc: the "cpu" engine factory (cli/engines.h) applies the prefetch lookahead and
+// the skinny GEMM rows the run's profile was calibrated with, and leaves the kernels' settings
+// alone for a profile that does not record them.
 #include "cli/engines.h"
 
 #include <gtest/gtest.h>
@@ -9,6 +9,7 @@
 #include <string>
 
 #include "hw/decode_attention.h"
+#include "hw/gemm.h"
 #include "sim/io/scenario.h"
 #include "sim/io/scenario_run.h"
 
@@ -40,6 +41,28 @@ TEST(CpuEngineFactoryTest, AppliesTheProfilesPrefetchLookahead) {
   const std::unique_ptr<Engine> other = MakeEngine(run);
   EXPECT_EQ(hw::DecodePrefetchBytes(), 8192u);
   hw::SetDecodePrefetchBytes(0);
+}
+
+TEST(CpuEngineFactoryTest, RunsTheSkinnyGemmRowsTheProfileWasMeasuredWith) {
+  RegisterBuiltinEngines();
+  PreparedRun run = TinyCpuRun();
+  ASSERT_TRUE(run.profile.measured_on.has_value());
+  const uint32_t before = hw::SetGemmSkinnyRows(hw::kGemmSkinnyRowsAuto);
+  run.profile.gemm_skinny_max_tokens = 0;  // calibrated with Eigen's product: the kernel off
+  (void)MakeEngine(run);
+  EXPECT_EQ(hw::GemmSkinnyRows(hw::GemmBackend::kEigen), 0u);
+
+  run.profile.gemm_skinny_max_tokens = 4;
+  (void)MakeEngine(run);
+  EXPECT_EQ(hw::GemmSkinnyRows(hw::GemmBackend::kEigen),
+            hw::GemmKernelName(hw::GemmBackend::kEigen) == "blas" ? 0u : 4u);
+
+  run.profile.measured_on.reset();  // not a calibrated profile: the setting is left
+  (void)hw::SetGemmSkinnyRows(6);
+  (void)MakeEngine(run);
+  EXPECT_EQ(hw::GemmSkinnyRows(hw::GemmBackend::kEigen),
+            hw::GemmKernelName(hw::GemmBackend::kEigen) == "blas" ? 0u : 6u);
+  (void)hw::SetGemmSkinnyRows(before);
 }
 
 }  // namespace

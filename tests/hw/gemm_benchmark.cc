@@ -157,7 +157,7 @@ BENCHMARK(BM_Gemm)
 // of each of 4 layers (QKV, output, gate + up, down) and the LM head, each over weights of its
 // own (214 MB in all, ≫ the LLC, so every product streams its B from memory as the engine's
 // steps do; the warm-cache benchmarks above do not show this). Args: skinny (the rows up to
-// which feather's skinny kernel runs instead of Eigen's product, SetGemmSkinnyRowsForTesting:
+// which feather's skinny kernel runs instead of Eigen's product, SetGemmSkinnyRows:
 // 0 = Eigen's always, 1 = kGemmSkinnyRowsAuto, else that many), m (the step's tokens), threads.
 // bytes_per_second: weight bytes per second. Side by side:
 //   gemm_benchmark --benchmark_filter=BM_GemmStep --benchmark_repetitions=3
@@ -192,7 +192,7 @@ void BM_GemmStep(benchmark::State& state) {
   }();
   const auto a = RandomMatrix(static_cast<size_t>(m) * 2816, 1);
   std::vector<float> c(static_cast<size_t>(m) * 8192);
-  const uint32_t before = SetGemmSkinnyRowsForTesting(skinny);
+  const uint32_t before = SetGemmSkinnyRows(skinny);
   int64_t bytes = 0;
   for (const Layer& layer : kStep) bytes += int64_t{4} * layer.k * layer.n;
   for (auto _ : state) {
@@ -203,7 +203,7 @@ void BM_GemmStep(benchmark::State& state) {
     benchmark::DoNotOptimize(c.data());
     benchmark::ClobberMemory();
   }
-  (void)SetGemmSkinnyRowsForTesting(before);
+  (void)SetGemmSkinnyRows(before);
   state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * bytes);
   state.SetLabel(GemmKernelName(GemmBackend::kEigen));
 }

@@ -144,7 +144,7 @@ TEST(GemmSkinnyTest, EveryRowCountMatchesTripleLoopOnEveryBuild) {
       continue;
     }
     for (const uint32_t skinny : {16u, 0u}) {
-      const uint32_t before = SetGemmSkinnyRowsForTesting(skinny);
+      const uint32_t before = SetGemmSkinnyRows(skinny);
       for (uint32_t m = 1; m <= 17; ++m) {
         for (const Shape shape : {Shape{m, 37, 53}, Shape{m, 1029, 517}, Shape{m, 389, 1}}) {
           const auto a = RandomMatrix(static_cast<size_t>(shape.m) * shape.k, m);
@@ -163,7 +163,7 @@ TEST(GemmSkinnyTest, EveryRowCountMatchesTripleLoopOnEveryBuild) {
           }
         }
       }
-      (void)SetGemmSkinnyRowsForTesting(before);
+      (void)SetGemmSkinnyRows(before);
     }
   }
 }
@@ -215,7 +215,9 @@ TEST(GemmIsaTest, NamesAutoChoiceAndForcing) {
     EXPECT_EQ(SetGemmIsaForTesting(isa), supported) << GemmIsaName(isa);
     EXPECT_EQ(ActiveGemmIsa(), supported ? isa : before) << GemmIsaName(isa);
     if (supported) {
-      EXPECT_EQ(GemmKernelName(GemmBackend::kEigen), "eigen/" + std::string(GemmIsaName(isa)));
+      const bool skinny = GemmSkinnyRows(GemmBackend::kEigen) != 0;
+      EXPECT_EQ(GemmKernelName(GemmBackend::kEigen),
+                "eigen/" + std::string(GemmIsaName(isa)) + (skinny ? "+skinny" : ""));
     }
     (void)SetGemmIsaForTesting(GemmIsa::kAuto);
   }
@@ -224,7 +226,30 @@ TEST(GemmIsaTest, NamesAutoChoiceAndForcing) {
   }
 }
 
-// FEATHER_GEMM_SKINNY: auto turns the skinny kernel on (and the kernel name says so), an
+// The skinny kernel's row limit: the automatic choice is the build's (8 rows on AVX-512, 4 on
+// AVX2), a number is taken as it is (1 means none), 0 is off, and backends that do not run Eigen
+// here have none.
+TEST(GemmSkinnyTest, RowLimitFollowsTheSettingAndTheBuild) {
+  if (!CpuHas("avx2")) GTEST_SKIP() << "without avx2 + fma kEigen runs OpenBLAS: no skinny kernel";
+  const uint32_t before = SetGemmSkinnyRows(kGemmSkinnyRowsAuto);
+  for (const GemmIsa isa : {GemmIsa::kAvx2, GemmIsa::kAvx512}) {
+    const ScopedGemmIsa scoped(isa);
+    if (!scoped.forced()) continue;
+    EXPECT_EQ(GemmSkinnyRows(GemmBackend::kEigen), isa == GemmIsa::kAvx512 ? 8u : 4u);
+    EXPECT_TRUE(GemmKernelName(GemmBackend::kEigen).ends_with("+skinny"));
+  }
+  EXPECT_EQ(GemmSkinnyRows(GemmBackend::kBlas), 0u);
+  EXPECT_EQ(SetGemmSkinnyRows(5), kGemmSkinnyRowsAuto);
+  EXPECT_EQ(GemmSkinnyRows(GemmBackend::kEigen), 5u);
+  (void)SetGemmSkinnyRows(1);
+  EXPECT_EQ(GemmSkinnyRows(GemmBackend::kEigen), 0u);
+  (void)SetGemmSkinnyRows(0);
+  EXPECT_EQ(GemmSkinnyRows(GemmBackend::kEigen), 0u);
+  EXPECT_FALSE(GemmKernelName(GemmBackend::kEigen).ends_with("+skinny"));
+  (void)SetGemmSkinnyRows(before);
+}
+
+// FEATHER_GEMM_SKINNY: unset or auto turns the skinny kernel on (and the kernel name says so), an
 // unknown value is bad input (exit 2, naming it).
 TEST(GemmSkinnyDeathTest, EnvironmentVariableTurnsTheKernelOnAndRejectsBadValues) {
   GTEST_FLAG_SET(death_test_style, "threadsafe");
@@ -239,6 +264,12 @@ TEST(GemmSkinnyDeathTest, EnvironmentVariableTurnsTheKernelOnAndRejectsBadValues
       {
         setenv("FEATHER_GEMM_SKINNY", "off", 1);
         std::exit(GemmKernelName(GemmBackend::kEigen).ends_with("+skinny") ? 4 : 3);
+      },
+      ::testing::ExitedWithCode(3), "");
+  EXPECT_EXIT(
+      {
+        unsetenv("FEATHER_GEMM_SKINNY");
+        std::exit(GemmKernelName(GemmBackend::kEigen).ends_with("+skinny") ? 3 : 4);
       },
       ::testing::ExitedWithCode(3), "");
   EXPECT_EXIT(

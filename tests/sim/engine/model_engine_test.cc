@@ -213,6 +213,35 @@ TEST(ModelEngine, GemmSoftMaximumByHand) {
   EXPECT_EQ(Term(t, StepTerm::kGemm), 303002);
 }
 
+// The skinny kernel's line replaces the roofline (and its repacking cost) from 2 to
+// gemm_skinny_max_tokens tokens; one token and steps above the limit keep the roofline.
+TEST(ModelEngine, SkinnyStepsCostTheWeightStreamPlusALineByHand) {
+  DeviceProfile profile = RoundProfile();
+  profile.gemm_batched_fixed_ns = 500000;
+  ModelEngine roofline(profile, TinyModel());
+  profile.gemm_skinny_max_tokens = 8;
+  profile.gemm_skinny_fixed_ns = 1000;
+  profile.gemm_skinny_ns_per_token = 300;
+  ModelEngine skinny(profile, TinyModel());
+  for (const uint32_t batch : {1u, 2u, 5u, 8u, 9u, 100u}) {
+    SCOPED_TRACE(batch);
+    const BatchPlan plan = PlanBuilder().Decode(15, batch).Build();
+    const int64_t gemm = Term(skinny.Execute(plan), StepTerm::kGemm);
+    if (batch >= 2 && batch <= 8) {
+      // 275456 ns of weights + 1000 + batch · 300.
+      EXPECT_EQ(gemm, 275456 + 1000 + 300 * int64_t{batch});
+      EXPECT_TRUE(GemmRunsSkinny(profile, batch));
+      EXPECT_FALSE(GemmRepacks(profile, batch));
+    } else {
+      EXPECT_EQ(gemm, Term(roofline.Execute(plan), StepTerm::kGemm));
+      EXPECT_FALSE(GemmRunsSkinny(profile, batch));
+      EXPECT_EQ(GemmRepacks(profile, batch), batch >= 2);
+    }
+  }
+  // 9 tokens repack: max(275456, 9 · 27545.6 + 500000).
+  EXPECT_EQ(Term(skinny.Execute(PlanBuilder().Decode(15, 9).Build()), StepTerm::kGemm), 747910);
+}
+
 TEST(SoftMax, LiesBetweenTheMaxAndTheSumAndFallsWithTheExponent) {
   EXPECT_DOUBLE_EQ(SoftMax(3, 4, 0), 4);    // 0: the hard max
   EXPECT_DOUBLE_EQ(SoftMax(3, 4, 1), 7);    // 1: the sum

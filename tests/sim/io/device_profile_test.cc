@@ -57,7 +57,7 @@ std::string ValidProfile() {
       "provenance:\n"                                             // line 3
       "  - \"a datasheet\"\n"                                     // line 4
       "parameters:\n";                                            // line 5
-  for (const ProfileParameterInfo& info : ProfileParameters()) {  // lines 6..25
+  for (const ProfileParameterInfo& info : ProfileParameters()) {  // lines 6..5 + count
     const double value = info.min_exclusive ? 1 : std::max(info.min, 1.0);
     text += "  " + std::string(info.name) + ": {value: " + std::to_string(value) +
             ", source: assumed, note: \"n\"}\n";
@@ -77,11 +77,13 @@ TEST(DeviceProfile, LoadsRtx6000AdaWithItsDatasheetFigures) {
   EXPECT_DOUBLE_EQ(p.sm_count, 142);
   EXPECT_DOUBLE_EQ(p.reuse_window_ctas, 1136);
   EXPECT_FALSE(p.provenance.empty());
-  // Datasheet figures are `spec`, everything a datasheet does not give is `assumed`.
+  // Datasheet figures are `spec` (and that a GPU runs no CPU skinny kernel), everything a
+  // datasheet does not give is `assumed`.
   const auto params = ProfileParameters();
   for (size_t i = 0; i < params.size(); ++i) {
     const bool spec = params[i].name == "memory_bytes" || params[i].name == "dram_bw_bytes_per_s" ||
-                      params[i].name == "dense_flops_per_s" || params[i].name == "sm_count";
+                      params[i].name == "dense_flops_per_s" || params[i].name == "sm_count" ||
+                      params[i].name == "gemm_skinny_max_tokens";
     EXPECT_EQ(p.origins[i].source, spec ? ParameterSource::kSpec : ParameterSource::kAssumed)
         << params[i].name;
     EXPECT_FALSE(p.origins[i].note.empty()) << params[i].name;
@@ -158,7 +160,9 @@ TEST(DeviceProfile, ReportsEveryProblemOfAFileAtOnce) {
   replace("gemm_bw_efficiency: {value: 1.000000, source: assumed",
           "gemm_bw_efficiency: {value: fast, source: guessed");
   replace("  per_request_ns: {value: 1.000000, source: assumed, note: \"n\"}\n", "");
-  text += "colour: green\n";  // line 25 (per_request_ns removed, so 24 lines before it)
+  // The line after the parameters, one fewer with per_request_ns removed.
+  const uint32_t colour_line = 5 + kNumProfileParameters;
+  text += "colour: green\n";
   const std::vector<InputProblem> problems =
       ProblemsOf([&] { (void)ParseDeviceProfile(text, "bad.yaml"); });
   const std::string all = Render(problems);
@@ -173,7 +177,7 @@ TEST(DeviceProfile, ReportsEveryProblemOfAFileAtOnce) {
       Has(problems, gemm_line, "parameters.gemm_bw_efficiency.source", "spec | assumed | measured"))
       << all;
   EXPECT_TRUE(Has(problems, 6, "parameters.per_request_ns", "missing")) << all;
-  EXPECT_TRUE(Has(problems, 25, "colour", "unknown key")) << all;
+  EXPECT_TRUE(Has(problems, colour_line, "colour", "unknown key")) << all;
   for (const InputProblem& p : problems) EXPECT_EQ(p.file, "bad.yaml");
 }
 
@@ -188,7 +192,8 @@ TEST(DeviceProfile, OptionalParameterMayBeAbsent) {
   EXPECT_EQ(p.gemm_batched_fixed_ns, 0.0);
   size_t optional = 0;
   for (const ProfileParameterInfo& info : ProfileParameters()) optional += info.optional ? 1 : 0;
-  EXPECT_EQ(optional, 3u);  // gemm_batched_fixed_ns, gemm_roofline_exponent, decode_cta_fixed_ns
+  // gemm_batched_fixed_ns, gemm_roofline_exponent, decode_cta_fixed_ns and the three gemm_skinny_*.
+  EXPECT_EQ(optional, 6u);
 }
 
 TEST(DeviceProfile, RejectsNonPositiveBandwidthAndEfficiencyAboveOne) {
@@ -205,13 +210,15 @@ TEST(DeviceProfile, RejectsNonPositiveBandwidthAndEfficiencyAboveOne) {
 
 TEST(DeviceProfile, RejectsUnknownParameterAndFieldAndMissingNote) {
   std::string text = ValidProfile();
-  text += "  l2_bytes: {value: 1, source: spec, note: \"x\"}\n";  // line 26
+  const uint32_t unknown_line = 6 + kNumProfileParameters;  // the line after the parameters
+  text += "  l2_bytes: {value: 1, source: spec, note: \"x\"}\n";
   const std::string from = "step_fixed_ns: {value: 1.000000, source: assumed, note: \"n\"}";
   ASSERT_NE(text.find(from), std::string::npos) << text;
   text.replace(text.find(from), from.size(),
                "step_fixed_ns: {value: 0.5, source: assumed, units: ns}");
   const auto problems = ProblemsOf([&] { (void)ParseDeviceProfile(text, "p.yaml"); });
-  EXPECT_TRUE(Has(problems, 26, "parameters.l2_bytes", "unknown key")) << Render(problems);
+  EXPECT_TRUE(Has(problems, unknown_line, "parameters.l2_bytes", "unknown key"))
+      << Render(problems);
   EXPECT_TRUE(Has(problems, 6 + 14, "parameters.step_fixed_ns.units", "unknown key"))
       << Render(problems);
   EXPECT_TRUE(Has(problems, 6 + 14, "parameters.step_fixed_ns.note", "missing"))
