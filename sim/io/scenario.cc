@@ -434,6 +434,11 @@ void ReadServing(MapReader& root, Scenario& s) {
   m.Integer("block_tokens", c.block_tokens, 1, 4096);
   m.Bool("prefix_caching", c.prefix_caching);
   m.Bool("chunked_prefill", c.chunked_prefill);
+  m.Bool("warm_prefix_cache", c.warm_prefix_cache);
+  if (c.warm_prefix_cache && !c.prefix_caching) {
+    m.Add(m.Value("warm_prefix_cache"), "warm_prefix_cache",
+          "needs serving.prefix_caching: true (the warm-up leaves its prefixes in its cache)");
+  }
   m.Bool("cascade_attention", c.cascade_attention);
   m.Bool("reserve_full_sequence", c.reserve_full_sequence);
   m.Real("gpu_memory_utilization", c.gpu_memory_utilization, 0, 1, true);
@@ -708,6 +713,8 @@ nlohmann::ordered_json ScenarioToJson(const Scenario& s) {
                {"reserve_full_sequence", c.reserve_full_sequence},
                {"gpu_memory_utilization", c.gpu_memory_utilization},
                {"kv_cache_blocks", c.kv_cache_blocks}};
+  // Echoed only when on, so that the summaries of runs without it stay bit for bit.
+  if (c.warm_prefix_cache) serving["warm_prefix_cache"] = true;
   // Echoed only under sglang, so that vLLM runs keep their summaries bit for bit.
   if (c.engine == ServingEngine::kSglang) {
     serving["engine"] = NameOf(kServingEngines, c.engine);

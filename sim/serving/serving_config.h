@@ -30,6 +30,13 @@ struct ServingConfig {
   uint32_t block_tokens = 16;               // KV block size
   bool prefix_caching = true;
   bool chunked_prefill = true;
+  // The paper's §3 warm-up: before time 0 the KV cache holds every prompt's shared head (a group
+  // prefix, a radix path, a trace's shared run; its full blocks), as a warm-up run of those
+  // prefixes leaves vLLM's prefix cache: freed, still hits, in first-arrival order (the least
+  // recent evicted first once the pool is full). The run then prefills only what the warm-up did
+  // not cover, so its throughput is the decode throughput the paper measures there. Needs
+  // prefix_caching; costs no simulated time.
+  bool warm_prefix_cache = false;
   // vLLM's cascade (shared-prefix) attention; off = flash-decoding only. Off by default, as in
   // vLLM since PR 36318 (2026-03: ModelConfig.disable_cascade_attn defaults to True, the
   // heuristic still gates it when enabled). The paper ran vLLM with cascade on, so every

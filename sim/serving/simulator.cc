@@ -150,6 +150,26 @@ Simulator::Simulator(const ServingConfig& config, const Workload& workload,
   running_.reserve(config.max_num_seqs);
   plan_requests_.reserve(config.max_num_seqs);
   decode_requests_.reserve(config.max_num_seqs);
+  if (config.warm_prefix_cache) WarmPrefixCache();
+}
+
+void Simulator::WarmPrefixCache() {
+  FEATHER_CHECK(config_.prefix_caching, "serving.warm_prefix_cache needs prefix caching");
+  // In arrival order (the ids' order), as the warm-up would have run them; a head already
+  // cached (every request of a group after the first) costs one lookup. The request's own id
+  // holds the blocks for the moment: Free leaves its table empty, as before its arrival.
+  for (RequestId id = 0; id < state_.size(); ++id) {
+    const uint32_t head_blocks = workload_.prompts.Head(id).tokens / config_.block_tokens;
+    if (head_blocks == 0 || head_blocks > config_.kv_cache_blocks) continue;
+    const uint32_t head_tokens = head_blocks * config_.block_tokens;
+    const ChainView chain = chains_.ChainOf(id);
+    // The lookup keeps one token to compute; a head one token longer is covered when all of its
+    // full blocks are.
+    if (kv_.LookupCachedTokens(chain, head_tokens + 1) >= head_tokens) continue;
+    if (!kv_.Allocate(id, chain, head_tokens + 1, head_tokens)) continue;
+    kv_.CacheBlocks(id, chain, head_tokens);
+    kv_.Free(id);
+  }
 }
 
 std::optional<UnservableRequest> Simulator::UnservableOnArrival(RequestId id) const {

@@ -170,6 +170,8 @@ class Simulator {
     }
   };
 
+  // serving.warm_prefix_cache: caches every prompt's shared head (its full blocks) before time 0.
+  void WarmPrefixCache();
   void DeliverArrivals();
   // Step 2; returns true when a preemption happened.
   bool ScheduleRunning(uint32_t& budget_tokens);

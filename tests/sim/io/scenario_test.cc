@@ -173,6 +173,21 @@ TEST(ScenarioTest, ServingEngineIsReadCheckedAndEchoedOnlyUnderSglang) {
             "serving.chunked_prefill_size");
 }
 
+TEST(ScenarioTest, WarmPrefixCacheIsReadEchoedOnlyWhenOnAndNeedsPrefixCaching) {
+  const Scenario plain = LoadScenarioText("seed: 1\n", "t.yaml", ".");
+  EXPECT_FALSE(plain.serving.warm_prefix_cache);
+  EXPECT_FALSE(ScenarioToJson(plain)["serving"].contains("warm_prefix_cache"));
+  const Scenario warm = LoadScenarioText("serving: {warm_prefix_cache: true}\n", "t.yaml", ".");
+  EXPECT_TRUE(warm.serving.warm_prefix_cache);
+  EXPECT_EQ(ScenarioToJson(warm)["serving"]["warm_prefix_cache"], true);
+  const auto bad =
+      ProblemsOf("seed: 1\nserving:\n  prefix_caching: false\n  warm_prefix_cache: true\n");
+  ASSERT_EQ(bad.size(), 1u);
+  EXPECT_EQ(bad[0].line, 4u);
+  EXPECT_EQ(bad[0].key, "serving.warm_prefix_cache");
+  EXPECT_NE(bad[0].message.find("prefix_caching"), std::string::npos);
+}
+
 TEST(ScenarioTest, AllProblemsOfAFileAreReportedTogether) {
   const auto problems = ProblemsOf("seed: x\nworkload:\n  requests: 0\n  bogus: 1\nfoo: 2\n");
   EXPECT_EQ(problems.size(), 4u);

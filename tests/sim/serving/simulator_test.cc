@@ -122,6 +122,66 @@ TEST(SimulatorTest, PrefixCacheHitsShortenPrefill) {
             uncached.summary.term_s[static_cast<size_t>(StepTerm::kOverhead)]);
 }
 
+// `groups` prefixes of `prefix` tokens stored once each as the prompts' shared heads (as the
+// workload builder stores them), each followed by `suffix` tokens of the request's own; request
+// i is in group i % groups.
+Workload MakeSharedHeadWorkload(uint32_t count, uint32_t groups, uint32_t prefix, uint32_t suffix,
+                                uint32_t output, int64_t gap_ns) {
+  Workload w;
+  Token next = 1;
+  std::vector<uint64_t> heads;
+  for (uint32_t g = 0; g < groups; ++g) {
+    heads.push_back(w.prompts.AppendTokens(prefix));
+    for (uint32_t t = 0; t < prefix; ++t) w.prompts.MutableTokens(heads.back())[t] = next++;
+  }
+  for (uint32_t i = 0; i < count; ++i) {
+    const uint64_t tail = w.prompts.AppendTokens(suffix);
+    for (uint32_t t = 0; t < suffix; ++t) w.prompts.MutableTokens(tail)[t] = next++;
+    w.prompts.AddPrompt({heads[i % groups], prefix}, {tail, suffix}, i % groups);
+    w.arrival_ns.push_back(gap_ns * i);
+    w.output_tokens.push_back(output);
+  }
+  return w;
+}
+
+// serving.warm_prefix_cache: every shared head is a hit from the first request of its group on,
+// so only the requests' own tokens are prefilled; without it the first of each group computes
+// its prefix.
+TEST(SimulatorTest, WarmPrefixCacheHitsEveryHeadFromTheFirstRequest) {
+  const Workload w = MakeSharedHeadWorkload(10, 2, 800, 50, 4, 50'000'000);
+  ServingConfig c = SmallConfig();
+  const SimResult cold = RunWith(c, w, "fcfs", "always");
+  ExpectConservation(cold, w);
+  EXPECT_EQ(cold.records.requests[0].cached_tokens, 0u);
+  EXPECT_EQ(cold.records.requests[1].cached_tokens, 0u);
+  EXPECT_EQ(cold.summary.cached_prompt_tokens, 8u * 800u);
+  c.warm_prefix_cache = true;
+  const SimResult warm = RunWith(c, w, "fcfs", "always");
+  ExpectConservation(warm, w);
+  for (size_t i = 0; i < w.size(); ++i) {
+    EXPECT_EQ(warm.records.requests[i].cached_tokens, 800u) << i;
+  }
+  EXPECT_EQ(warm.summary.prefill_tokens, 10u * 50u);
+  EXPECT_EQ(warm.summary.cached_prompt_tokens, 10u * 800u);
+  EXPECT_EQ(warm.summary.evictions, 0u);
+  EXPECT_LT(warm.records.requests[0].first_token_ns - warm.records.requests[0].arrival_ns,
+            cold.records.requests[0].first_token_ns - cold.records.requests[0].arrival_ns);
+}
+
+// A pool smaller than the heads keeps what a warm-up run would leave: the later head whole, and
+// of the earlier one the blocks the later did not evict (its deepest go first: a freed table
+// returns to the free queue last block first).
+TEST(SimulatorTest, WarmPrefixCacheKeepsTheMostRecentHeadsWhenThePoolIsShort) {
+  const Workload w = MakeSharedHeadWorkload(2, 2, 800, 50, 4, 50'000'000);  // 50 blocks a head
+  ServingConfig c = SmallConfig();
+  c.kv_cache_blocks = 80;
+  c.warm_prefix_cache = true;
+  const SimResult r = RunWith(c, w, "fcfs", "always");
+  ExpectConservation(r, w);
+  // Group 1's warm-up took the 30 never-used blocks and group 0's 20 deepest.
+  EXPECT_EQ(r.records.requests[0].cached_tokens, 30u * 16u);
+}
+
 TEST(SimulatorTest, RequestsScheduledInOneStepShareAPrefixTheStepComputes) {
   // Four requests of one group arrive together with nothing cached. As in vLLM v1 (blocks are
   // cached when allocated), the first computes the 800-token prefix and the three admitted after
