@@ -641,8 +641,9 @@ def probe_optional(binary: pathlib.Path, repo: pathlib.Path, cf: ClaimsFile,
         if not values:
             continue
         out = tmp / f"probe-{_fmt_token(key)}"
+        value = values[0] if isinstance(values[0], str) else json.dumps(values[0])  # as execute
         p = subprocess.run([str(binary), "run", "scenarios/default.yaml", "--out", str(out),
-                            "--set", "workload.requests=1", "--set", f"{key}={values[0]}",
+                            "--set", "workload.requests=1", "--set", f"{key}={value}",
                             "--set", "scheduler_time=zero"],
                            cwd=repo, capture_output=True, text=True)
         supported[key] = p.returncode == 0

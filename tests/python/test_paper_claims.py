@@ -281,3 +281,19 @@ def test_moved_lists_changed_verdicts_only():
     assert "| gone | agree | (claim removed) |" in text
     assert "| a |" not in text
     assert "No verdict changed." in pc.render_moved(new, new)
+
+
+def test_optional_key_probe_passes_values_as_the_runs_do(tmp_path):
+    # A boolean reaches the binary as `true`, as execute() writes it, not as Python's `True`: a
+    # binary that knows the key is not mistaken for one that does not.
+    header = HEADER.replace(
+        "runs:\n",
+        "optional_keys: [serving.warm_prefix_cache]\nruns:\n"
+        "  w: {scenario: scenarios/default.yaml, scheduler: fcfs,"
+        " set: {serving.warm_prefix_cache: true}}\n")
+    cf = pc.parse_claims(header + RATIO, "c.yaml", REPO)
+    fake = tmp_path / "feather"
+    fake.write_text('#!/bin/sh\nfor a in "$@"; do\n'
+                    '  [ "$a" = "serving.warm_prefix_cache=true" ] && exit 0\ndone\nexit 2\n')
+    fake.chmod(0o755)
+    assert pc.probe_optional(fake, REPO, cf, tmp_path) == {"serving.warm_prefix_cache": True}
