@@ -52,7 +52,6 @@ struct SamePlanSteps {
   SamePlanComparison comparison;
   std::vector<std::string> labels;
   std::vector<MeasuredStep> rows;
-  std::vector<uint32_t> run_of_row;  // the measured run (0-based) each row came from
 };
 
 // Executes each step on the real engine and prices the same plan with the model engine
@@ -60,13 +59,8 @@ struct SamePlanSteps {
 class ShadowPricedEngine final : public Engine {
  public:
   ShadowPricedEngine(Engine& real, const ModelEngine& model, bool cascade, std::string run,
-                     uint32_t run_index, SamePlanSteps& steps)
-      : real_(real),
-        model_(model),
-        cascade_(cascade),
-        run_(std::move(run)),
-        run_index_(run_index),
-        steps_(steps) {}
+                     SamePlanSteps& steps)
+      : real_(real), model_(model), cascade_(cascade), run_(std::move(run)), steps_(steps) {}
 
   [[nodiscard]] std::string_view Name() const override { return real_.Name(); }
 
@@ -79,7 +73,6 @@ class ShadowPricedEngine final : public Engine {
                             std::string(StepKindName(KindOf(shape))) +
                             (shape.cascade() ? " cascade" : ""));
     steps_.rows.push_back({shape, measured});
-    steps_.run_of_row.push_back(run_index_);
     return measured;
   }
 
@@ -88,7 +81,6 @@ class ShadowPricedEngine final : public Engine {
   const ModelEngine& model_;
   bool cascade_;
   std::string run_;
-  uint32_t run_index_;
   SamePlanSteps& steps_;
   uint64_t step_ = 0;
 };
@@ -107,11 +99,10 @@ RunOutputMeta MetaFor(const Scenario& scenario, const PreparedRun& prepared) {
 }
 
 // Runs the scenario with `engine` ("cpu" or "model") and writes its run directory. A cpu run
-// adds its steps to `same_plans` as measured run `run_index`. `noise_seed` > 0 turns on the model
-// engine's step noise with that seed (sim/engine/step_noise.h).
+// adds its steps to `same_plans`. `noise_seed` > 0 turns on the model engine's step noise with
+// that seed (sim/engine/step_noise.h).
 RunSummary RunSide(const ValidateCommandOptions& options, const std::string& engine,
-                   const std::string& dir, SamePlanSteps& same_plans, uint32_t run_index = 0,
-                   uint64_t noise_seed = 0) {
+                   const std::string& dir, SamePlanSteps& same_plans, uint64_t noise_seed = 0) {
   std::vector<std::string> overrides = options.overrides;
   overrides.push_back("engine=" + engine);
   overrides.push_back("profile=" + options.profile_path);
@@ -134,7 +125,7 @@ RunSummary RunSide(const ValidateCommandOptions& options, const std::string& eng
         prepared.profile, prepared.model,
         ModelEngineOptions{.cascade_attention = prepared.serving.cascade_attention});
     ShadowPricedEngine shadow(*real, model, prepared.serving.cascade_attention,
-                              fs::path(dir).filename().string(), run_index, same_plans);
+                              fs::path(dir).filename().string(), same_plans);
     result = ExecuteRunOn(prepared, workload, *policy, shadow, poll);
   }
   ThrowIfInterrupted();
@@ -247,17 +238,6 @@ class HostProbes {
     TakeStepProbe(probe);
     probes_.push_back(std::move(probe));
     ThrowIfInterrupted();
-  }
-
-  // Each probe's read bandwidth and GEMM peak over the profile's, in order; empty when the probes
-  // were skipped or the profile records neither figure.
-  [[nodiscard]] std::vector<ProbeRatios> Ratios() const {
-    std::vector<ProbeRatios> ratios;
-    if (!skipped_.empty() || !profile_read_bw_ || !profile_gemm_) return ratios;
-    for (const Probe& p : probes_) {
-      ratios.push_back({p.read_bw / *profile_read_bw_, p.gemm / *profile_gemm_});
-    }
-    return ratios;
   }
 
   // The first probe's DRAM read bandwidth, taken with the profile's thread count (what the host
@@ -394,11 +374,6 @@ void PrintTable(std::ostream& out, const OrderedJson& validation) {
     out << "\nnoise floor (the machine's step noise, profile step_noise): step-time MAPE "
         << same["noise_floor"]["step_time_mape"].get<double>() * 100 << " %";
   }
-  if (same.contains("reanchored_to_host_probes")) {
-    out << "\nsame plans with the profile's peaks re-anchored to the host probes around each run "
-           "(DRAM read, GEMM peak): step-time MAPE "
-        << same["reanchored_to_host_probes"]["step_time_mape"].get<double>() * 100 << " %";
-  }
   out << "\n";
   const OrderedJson& host = validation["host_probes"];
   if (host.is_string()) {
@@ -500,14 +475,13 @@ int Validate(const ValidateCommandOptions& options, std::ostream& out) {
   std::vector<RunSummary> measured;
   for (size_t k = 0; k < measured_names.size(); ++k) {
     if (k > 0) host_probes.Take("before " + measured_names[k]);
-    measured.push_back(RunSide(options, options.engine, dir + "/" + measured_names[k], same_plans,
-                               static_cast<uint32_t>(k)));
+    measured.push_back(RunSide(options, options.engine, dir + "/" + measured_names[k], same_plans));
   }
   host_probes.Take("after " + measured_names.back());
   const RunSummary predicted = RunSide(options, "model", dir + "/predicted", same_plans);
   std::vector<RunSummary> noisy;
   for (size_t k = 0; k < noisy_names.size(); ++k) {
-    noisy.push_back(RunSide(options, "model", dir + "/" + noisy_names[k], same_plans, 0, k + 1));
+    noisy.push_back(RunSide(options, "model", dir + "/" + noisy_names[k], same_plans, k + 1));
   }
   auto compare = [&](const char* name, double RunSummary::*metric) {
     std::vector<double> runs, model_runs;
@@ -530,22 +504,6 @@ int Validate(const ValidateCommandOptions& options, std::ostream& out) {
   validation["verdict"] = {{"pass", failed.empty()}, {"failed", failed}};
   validation["same_plans"] = same_plans.comparison.Report();
   validation["same_plans"]["rows"] = "same-plan-rows.csv";
-  if (const std::vector<ProbeRatios> ratios = host_probes.Ratios();
-      ratios.size() == measured_names.size() + 1) {
-    const ReanchoredSamePlans reanchored = ReanchorSamePlans(
-        same_plans.rows, same_plans.run_of_row, ratios, priced.profile, priced.model);
-    OrderedJson per_run = OrderedJson::array();
-    for (const ProbeRatios& f : reanchored.per_run) {
-      per_run.push_back({{"read_bw_ratio", f.read_bw}, {"gemm_peak_ratio", f.gemm_peak}});
-    }
-    validation["same_plans"]["reanchored_to_host_probes"] = {
-        {"step_time_mape", reanchored.step_time_mape},
-        {"per_run", per_run},
-        {"what",
-         "the same plans priced with the profile's DRAM read bandwidth and GEMM peak scaled, per "
-         "measured run, by the geometric mean of the host probes before and after it "
-         "(cli/validation_report.h ReanchorSamePlans): beside step_time_mape, not instead"}};
-  }
   validation["scenario"] = options.scenario_path;
   validation["profile"] = options.profile_path;
   validation["profile_host_check"] = host_check;

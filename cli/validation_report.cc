@@ -219,33 +219,4 @@ OrderedJson SamePlanComparison::Report() const {
   return report;
 }
 
-ReanchoredSamePlans ReanchorSamePlans(std::span<const MeasuredStep> rows,
-                                      std::span<const uint32_t> run_of_row,
-                                      std::span<const ProbeRatios> probes,
-                                      const DeviceProfile& profile, const ModelConfig& model) {
-  ReanchoredSamePlans out;
-  if (probes.size() < 2 || rows.size() != run_of_row.size()) return out;
-  std::vector<StepPricer> pricers;
-  for (size_t k = 0; k + 1 < probes.size(); ++k) {
-    const ProbeRatios f{std::sqrt(probes[k].read_bw * probes[k + 1].read_bw),
-                        std::sqrt(probes[k].gemm_peak * probes[k + 1].gemm_peak)};
-    DeviceProfile p = profile;
-    p.dram_bw_bytes_per_s *= f.read_bw;
-    p.dense_flops_per_s *= f.gemm_peak;
-    pricers.emplace_back(p, model);
-    out.per_run.push_back(f);
-  }
-  double sum = 0;
-  uint64_t steps = 0;
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const auto measured = static_cast<double>(rows[i].measured.total_ns);
-    if (run_of_row[i] >= pricers.size() || !(measured > 0)) continue;
-    const auto predicted = static_cast<double>(pricers[run_of_row[i]].Price(rows[i].shape).total_ns);
-    sum += std::abs(predicted - measured) / measured;
-    ++steps;
-  }
-  out.step_time_mape = steps == 0 ? 0 : sum / static_cast<double>(steps);
-  return out;
-}
-
 }  // namespace feather

@@ -48,11 +48,8 @@
 #include <optional>
 #include <span>
 #include <string_view>
-#include <vector>
 
-#include "sim/engine/device_profile.h"
 #include "sim/engine/engine.h"
-#include "sim/engine/model_config.h"
 #include "sim/engine/model_engine.h"
 
 namespace feather {
@@ -113,29 +110,5 @@ class SamePlanComparison {
   double floor_sum_ = 0;
   std::array<double, kNumStepTerms> floor_share_sum_{};
 };
-
-// Same plans re-anchored to the host probes (issue 20 item 3: which part of the same-plan error is
-// the machine moving away from its calibration). The profile's parameters are fractions of the
-// peaks calibration probed (DRAM read bandwidth, GEMM FLOP/s); `validate` probes them again
-// before each measured run and after the last. For measured run k the peaks are scaled by the
-// geometric mean of the ratios (now / the profile's) of the two probes around it, the run's steps
-// are priced again with that profile, and the step MAPE over all runs is returned with the
-// factors used. Reported beside the plain same-plan MAPE, never instead of it: it tells drift of
-// the peaks apart from error of the model, and is no better than the probes (each about a second,
-// tens of seconds apart). Needs per_run.size() + 1 probes; `run_of_row` gives each row's run.
-// O(rows).
-struct ProbeRatios {
-  double read_bw = 1;    // host read bandwidth over the profile's
-  double gemm_peak = 1;  // host GEMM peak over the profile's
-};
-struct ReanchoredSamePlans {
-  double step_time_mape = 0;
-  std::vector<ProbeRatios> per_run;  // the factors each run was priced with
-};
-[[nodiscard]] ReanchoredSamePlans ReanchorSamePlans(std::span<const MeasuredStep> rows,
-                                                    std::span<const uint32_t> run_of_row,
-                                                    std::span<const ProbeRatios> probes,
-                                                    const DeviceProfile& profile,
-                                                    const ModelConfig& model);
 
 }  // namespace feather

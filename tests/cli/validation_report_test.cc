@@ -16,15 +16,11 @@
 #include <string>
 #include <vector>
 
-#include "sim/io/device_profile_yaml.h"
-#include "sim/io/model_config_yaml.h"
-
 namespace feather {
 namespace {
 
 using OrderedJson = nlohmann::ordered_json;
 
-const std::string kSource = FEATHER_SOURCE_DIR;
 const std::string kGolden =
     std::string(FEATHER_SOURCE_DIR) + "/tests/cli/data/validation_metrics.golden.json";
 
@@ -182,40 +178,6 @@ TEST(SamePlanComparison, NoiseFloorByHand) {
   StepShape prefill;
   prefill.prefill_requests = 1;
   EXPECT_EQ(KindOf(prefill), StepKind::kPrefill);
-}
-
-// Re-anchoring: a run whose steps ran as if DRAM were 1.3x faster, bracketed by probes that read
-// 1.0 and 1.69 (geometric mean 1.3), is priced exactly again; the run bracketed by 1.0 and 1.0
-// keeps the profile. The plain prices miss the fast run's memory-bound steps.
-TEST(ReanchorSamePlans, ScalesEachRunByTheProbesAroundIt) {
-  const DeviceProfile profile = LoadDeviceProfile(kSource + "/results/profiles/rtx6000-ada.yaml");
-  const ModelConfig model = LoadModelConfig(kSource + "/scenarios/models/llama-3-8b.yaml");
-  DeviceProfile fast = profile;
-  fast.dram_bw_bytes_per_s *= 1.3;
-  const StepPricer plain(profile, model), faster(fast, model);
-  std::vector<MeasuredStep> rows;
-  std::vector<uint32_t> run_of_row;
-  for (uint32_t run = 0; run < 2; ++run) {
-    for (const double batch : {1.0, 8.0, 64.0, 256.0}) {
-      StepShape shape;
-      shape.requests = shape.decode_requests = shape.new_tokens = shape.sampled_tokens = batch;
-      shape.decode_kv_tokens = shape.decode_kv_unique_tokens = batch * 2000;
-      rows.push_back({shape, (run == 0 ? plain : faster).Price(shape)});
-      run_of_row.push_back(run);
-    }
-  }
-  const std::vector<ProbeRatios> probes = {{1.0, 1.0}, {1.0, 1.0}, {1.69, 1.0}};
-  const ReanchoredSamePlans r = ReanchorSamePlans(rows, run_of_row, probes, profile, model);
-  ASSERT_EQ(r.per_run.size(), 2u);
-  EXPECT_DOUBLE_EQ(r.per_run[0].read_bw, 1.0);
-  EXPECT_NEAR(r.per_run[1].read_bw, 1.3, 1e-12);
-  EXPECT_DOUBLE_EQ(r.per_run[1].gemm_peak, 1.0);
-  EXPECT_LT(r.step_time_mape, 1e-6);
-  const std::vector<ProbeRatios> flat = {{1.0, 1.0}, {1.0, 1.0}, {1.0, 1.0}};
-  EXPECT_GT(ReanchorSamePlans(rows, run_of_row, flat, profile, model).step_time_mape, 0.05);
-  // Too few probes for the runs: nothing to report.
-  EXPECT_TRUE(ReanchorSamePlans(rows, run_of_row, std::span(probes).first(1), profile, model)
-                  .per_run.empty());
 }
 
 }  // namespace
