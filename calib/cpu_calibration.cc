@@ -134,7 +134,8 @@ Probes RunProbes(int threads, hw::GemmBackend backend, size_t llc_bytes) {
   return probes;
 }
 
-DeviceProfile CpuBaseProfile(const Probes& probes, const HostInfo& host, int threads) {
+DeviceProfile CpuBaseProfile(const Probes& probes, const HostInfo& host, int threads,
+                             bool packed_weights) {
   DeviceProfile profile;
   profile.name = "cpu";
   profile.device = host.cpu_model + " (" + std::to_string(threads) + " threads)";
@@ -164,21 +165,29 @@ DeviceProfile CpuBaseProfile(const Probes& probes, const HostInfo& host, int thr
           std::to_string(probes.dram.repetitions) + " (hw/probes.h MeasureReadBandwidth)");
   set("dense_flops_per_s", probes.gemm_peak.flops_per_s, ParameterSource::kMeasured,
       "peak fp32 GEMM FLOP/s, " + std::string(hw::GemmBackendName(probes.gemm_peak.backend)) +
-          " " + std::to_string(probes.gemm_peak.m) + "^3, " +
-          std::to_string(probes.gemm_peak.num_threads) + " threads (hw/probes.h)");
+          (probes.gemm_peak.packed ? " packed" : "") + " " + std::to_string(probes.gemm_peak.m) +
+          "^3, " + std::to_string(probes.gemm_peak.num_threads) + " threads (hw/probes.h)");
   set("sm_count", threads, ParameterSource::kMeasured,
       "threads of the CPU engine: the parallel units of vLLM's cascade rule");
   set("gemm_bw_efficiency", 0.8, ParameterSource::kAssumed, "starting value");
   set("gemm_flops_efficiency", 0.7, ParameterSource::kAssumed, "starting value");
-  set("gemm_batched_fixed_ns", 0, ParameterSource::kAssumed, "starting value");
+  if (packed_weights) {
+    set("gemm_batched_fixed_ns", 0, ParameterSource::kSpec,
+        "0: the engine's linear layers run on weights packed at load (hw/gemm.h GemmPackedB), "
+        "with no per-call repacking; held in the fit");
+  } else {
+    set("gemm_batched_fixed_ns", 0, ParameterSource::kAssumed, "starting value");
+  }
   set("gemm_roofline_exponent", 0, ParameterSource::kAssumed, "starting value: the hard max");
-  const uint32_t skinny = hw::GemmSkinnyRows(probes.gemm_peak.backend);
+  const uint32_t skinny = packed_weights ? 0 : hw::GemmSkinnyRows(probes.gemm_peak.backend);
   set("gemm_skinny_max_tokens", skinny, ParameterSource::kSpec,
-      skinny == 0 ? "this build ran no skinny GEMM kernel (hw/gemm.h GemmSkinnyRows: " +
-                        hw::GemmKernelName(probes.gemm_peak.backend) + ")"
-                  : "the skinny GEMM kernel of this build took products of 2 to " +
-                        std::to_string(skinny) + " rows (hw/gemm.h GemmSkinnyRows, " +
-                        hw::GemmKernelName(probes.gemm_peak.backend) + ")");
+      packed_weights ? "the engine ran every linear layer on packed weights (hw/gemm.h "
+                       "GemmPackedB): one roofline for every step, no skinny range"
+      : skinny == 0  ? "this build ran no skinny GEMM kernel (hw/gemm.h GemmSkinnyRows: " +
+                          hw::GemmKernelName(probes.gemm_peak.backend) + ")"
+                    : "the skinny GEMM kernel of this build took products of 2 to " +
+                          std::to_string(skinny) + " rows (hw/gemm.h GemmSkinnyRows, " +
+                          hw::GemmKernelName(probes.gemm_peak.backend) + ")");
   set("gemm_skinny_fixed_ns", 0, ParameterSource::kAssumed, "starting value");
   set("gemm_skinny_ns_per_token", 0, ParameterSource::kAssumed, "starting value");
   set("decode_cta_fixed_ns", 0, ParameterSource::kAssumed, "starting value");
@@ -212,22 +221,23 @@ uint64_t LargestStepBlocks(std::span<const GridPoint> grid) {
   return blocks;
 }
 
-std::vector<StepMeasurement> MeasureCpuGrid(std::vector<GridPoint>& grid,
-                                            const ModelConfig& model, uint64_t pool_blocks,
-                                            int threads, hw::GemmBackend backend,
-                                            int repetitions,
+std::vector<StepMeasurement> MeasureCpuGrid(std::vector<GridPoint>& grid, const ModelConfig& model,
+                                            uint64_t pool_blocks, int threads,
+                                            hw::GemmBackend backend, int repetitions,
                                             const std::function<void()>& after_step,
-                                            const std::function<void(int pass)>& after_pass) {
+                                            const std::function<void(int pass)>& after_pass,
+                                            const hw::CpuEngineOptions& engine_options) {
   std::unique_ptr<hw::CpuEngine> engines[2];  // [0] without cascade, [1] with
   std::vector<MeasuredEngine> measured_engines(2);
   for (const bool cascade : {false, true}) {
     const bool needed = std::any_of(grid.begin(), grid.end(),
                                     [&](const GridPoint& p) { return p.cascade == cascade; });
     if (!needed) continue;
-    engines[cascade] = std::make_unique<hw::CpuEngine>(
-        model, pool_blocks, 16,
-        hw::CpuEngineOptions{.num_threads = threads, .cascade_attention = cascade,
-                             .gemm_backend = backend});
+    hw::CpuEngineOptions options = engine_options;
+    options.num_threads = threads;
+    options.cascade_attention = cascade;
+    options.gemm_backend = backend;
+    engines[cascade] = std::make_unique<hw::CpuEngine>(model, pool_blocks, 16, options);
     measured_engines[cascade] = {engines[cascade].get(), cascade,
                                  static_cast<uint32_t>(engines[cascade]->num_threads())};
   }

@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "calib/harness.h"
+#include "hw/cpu_engine.h"
 #include "hw/gemm.h"
 #include "hw/host_info.h"
 #include "hw/probes.h"
@@ -60,9 +61,12 @@ struct Probes {
 // anchored on them missed by 218 %. The full probes add about a second.
 [[nodiscard]] Probes RunProbes(int threads, hw::GemmBackend backend, size_t llc_bytes);
 
-// The starting profile of a CPU fit: memory budget, peaks from the probes, sm_count = threads.
-[[nodiscard]] DeviceProfile CpuBaseProfile(const Probes& probes, const HostInfo& host,
-                                           int threads);
+// The starting profile of a CPU fit: memory budget, peaks from the probes, sm_count = threads,
+// and the engine's GEMM regime: with `packed_weights` (the engine multiplies every linear layer
+// by its packed copy, hw/gemm.h) one roofline prices every step (gemm_skinny_max_tokens 0);
+// without, the skinny kernel's rows (GemmSkinnyRows) are recorded for the skinny line.
+[[nodiscard]] DeviceProfile CpuBaseProfile(const Probes& probes, const HostInfo& host, int threads,
+                                           bool packed_weights = false);
 
 // The attention kernels' tile step in use ("avx512", "avx2+fma" or "scalar"); the calibrated
 // profile records it in measured_on.kernel_variant.
@@ -74,11 +78,13 @@ struct Probes {
 
 // Measures every grid point (its spec's pool_blocks set to `pool_blocks`) on CPU engines of
 // `model` with `threads` threads, `repetitions` timed passes; after_step / after_pass as in
-// HarnessOptions. Returns the measurements in grid order (RowsOf gives the rows, StepNoiseOf
-// the spread per term).
+// HarnessOptions. The engines take `engine_options` (kernel settings: the weights' layout, the
+// skinny rows, the prefetch) with the thread count, cascade and `backend` set here. Returns the
+// measurements in grid order (RowsOf gives the rows, StepNoiseOf the spread per term).
 [[nodiscard]] std::vector<StepMeasurement> MeasureCpuGrid(
     std::vector<GridPoint>& grid, const ModelConfig& model, uint64_t pool_blocks, int threads,
     hw::GemmBackend backend, int repetitions, const std::function<void()>& after_step,
-    const std::function<void(int pass)>& after_pass);
+    const std::function<void(int pass)>& after_pass,
+    const hw::CpuEngineOptions& engine_options = {});
 
 }  // namespace feather::calib

@@ -145,24 +145,30 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
   out << '\n';
   const std::vector<MeasuredStep> rows = calib::RowsOf(measurements);
 
-  DeviceProfile base = calib::CpuBaseProfile(probes, host, threads);
+  const bool packed = hw::DefaultPackedWeights(backend);  // as MeasureCpuGrid's engines hold them
+  DeviceProfile base = calib::CpuBaseProfile(probes, host, threads, packed);
   ProfileMeasuredOn measured_on;
   measured_on.host = host.hostname;
   measured_on.cpu_model = host.cpu_model;
   measured_on.date_utc = host.date_utc;
   measured_on.build = {host.compiler, host.build_type, host.git_rev};
-  measured_on.kernel_variant = calib::AttentionIsaName() + ", openmp " + std::to_string(threads) +
-                               " threads, gemm=" + hw::GemmKernelName(backend) + ", model " +
-                               model.name + (options.quick ? ", quick grid" : "");
+  measured_on.kernel_variant =
+      calib::AttentionIsaName() + ", openmp " + std::to_string(threads) + " threads, gemm=" +
+      (packed ? "eigen/" + std::string(hw::GemmIsaName(hw::ActiveGemmIsa())) + " packed"
+              : hw::GemmKernelName(backend)) +
+      ", model " + model.name + (options.quick ? ", quick grid" : "");
   measured_on.threads = static_cast<uint32_t>(threads);
   measured_on.usable_cpus = host.usable_cpus;
   measured_on.l3_cache_bytes = host.caches.l3_bytes;
   measured_on.read_bw_bytes_per_s = probes.dram.bytes_per_s;
   measured_on.probes = "full";  // also with --quick (calib::RunProbes says why)
   measured_on.decode_prefetch_bytes = tuning.best_bytes;
+  measured_on.gemm_weights = packed ? "packed" : "row-major";
   base.measured_on = measured_on;
   calib::FitOptions fit_options;
   fit_options.rows_label = RowsPathOf(out_path).filename().string();
+  // Packed weights are never repacked: no batched fixed cost to fit (CpuBaseProfile sets it 0).
+  if (packed) fit_options.hold.emplace_back("gemm_batched_fixed_ns");
   calib::CalibrationFit fit = FitProfile(base, model, rows, fit_options);
   fit.profile.step_noise = calib::StepNoiseOf(
       measurements, "repetitions of the " + std::to_string(rows.size()) +
@@ -371,6 +377,10 @@ int Refit(const CalibrateCommandOptions& options, std::ostream& out) {
   calib::FitOptions fit_options;
   fit_options.rows_label = rows_label + " (refit, base " + base_text.display_name + ")";
   if (published) fit_options.fitted_source = ParameterSource::kPublished;
+  // Rows of an engine on packed weights: no batched (repacking) fixed cost, as calibration held.
+  if (base.measured_on && base.measured_on->gemm_weights == "packed") {
+    fit_options.hold.emplace_back("gemm_batched_fixed_ns");
+  }
   if (!options.fit_ratios.empty() && ratios.empty()) {
     throw std::invalid_argument("--fit-ratios needs ratio rows among the --refit files");
   }

@@ -220,7 +220,8 @@ class HostProbes {
       quick_ = profile.measured_on->probes == "quick";
       // The step probe runs the kernels as the measured runs will (the cpu engine factory
       // applies the same settings, cli/engines.cc), from the first probe on.
-      hw::ApplyKernelSettings(hw::WithProfileKernels({}, profile));
+      kernels_ = hw::WithProfileKernels({}, profile);
+      hw::ApplyKernelSettings(kernels_);
     }
     step_grid_ = StepProbeGrid();
     step_pool_blocks_ = calib::LargestStepBlocks(step_grid_);
@@ -281,6 +282,7 @@ class HostProbes {
   }
 
  private:
+  hw::CpuEngineOptions kernels_;  // the profile's kernel settings, for the step probe's engines
   struct Probe {
     std::string at;
     double read_bw = 0;
@@ -299,7 +301,7 @@ class HostProbes {
   void TakeStepProbe(Probe& probe) {
     const std::vector<calib::StepMeasurement> steps =
         calib::MeasureCpuGrid(step_grid_, model_, step_pool_blocks_, threads_,
-                              hw::DefaultGemmBackend(), 3, ThrowIfInterrupted, {});
+                              hw::DefaultGemmBackend(), 3, ThrowIfInterrupted, {}, kernels_);
     double measured = 0, priced = 0, measured_gemm = 0, priced_gemm = 0;
     double measured_small = 0, priced_small = 0;
     for (const calib::StepMeasurement& step : steps) {

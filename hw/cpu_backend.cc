@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -152,6 +153,19 @@ size_t CpuWeightBytes(const ModelConfig& model) {
   return static_cast<size_t>(model.TotalParams()) * sizeof(float);
 }
 
+size_t CpuPackedWeightBytes(const ModelConfig& model) {
+  auto panels = [](size_t k, size_t n) {
+    return k * ((n + kGemmPanelColumns - 1) / kGemmPanelColumns) * kGemmPanelColumns;
+  };
+  const size_t hidden = model.hidden;
+  const size_t q = size_t{model.heads} * model.head_dim;
+  const size_t qkv = q + 2 * size_t{model.kv_heads} * model.head_dim;
+  const size_t per_layer = panels(hidden, qkv) + panels(q, hidden) +
+                           panels(hidden, 2 * size_t{model.intermediate}) +
+                           panels(model.intermediate, hidden);
+  return (size_t{model.layers} * per_layer + panels(hidden, model.vocab)) * sizeof(float);
+}
+
 size_t CpuKvBytes(const ModelConfig& model, uint64_t kv_cache_blocks, uint32_t block_tokens) {
   const double bytes = static_cast<double>(kv_cache_blocks) * block_tokens *
                        static_cast<double>(model.KvBytesPerToken());
@@ -185,7 +199,12 @@ struct CpuBackend::State {
   AlignedArray<float> embedding;   // [vocab][hidden]; empty when tied
   AlignedArray<float> lm_head;     // [hidden][vocab]
   AlignedArray<float> final_norm;  // [hidden], ones
+  // packed_weights: the linear matrices as panels, per layer (QKV, O, gate|up, down), and the
+  // LM head; empty without.
+  std::vector<std::array<PackedB, 4>> packed_layers;
+  PackedB packed_lm_head;
   size_t weight_bytes = 0;
+  size_t packed_bytes = 0;
   size_t kv_bytes = 0;
 
   // RoPE tables [positions][head_dim / 2], grown on demand.
@@ -210,6 +229,8 @@ struct CpuBackend::State {
   [[nodiscard]] float* Data(Buffer buffer);
   // The weight's data, and its rows × columns (in → out widths).
   [[nodiscard]] const float* WeightData(Weight w, uint32_t layer) const;
+  // The linear weight's packed copy, or nullptr without packed weights.
+  [[nodiscard]] const PackedB* Packed(Weight w, uint32_t layer) const;
   [[nodiscard]] std::pair<uint32_t, uint32_t> WeightShape(Weight w) const;
   [[nodiscard]] PagedKvView Kv(uint32_t layer) {
     Layer& l = layers[layer];
@@ -318,6 +339,24 @@ const float* CpuBackend::State::WeightData(Weight w, uint32_t layer) const {
   return nullptr;
 }
 
+const PackedB* CpuBackend::State::Packed(Weight w, uint32_t layer) const {
+  if (packed_layers.empty()) return nullptr;
+  switch (w) {
+    case Weight::kQkv:
+      return &packed_layers[layer][0];
+    case Weight::kO:
+      return &packed_layers[layer][1];
+    case Weight::kGateUp:
+      return &packed_layers[layer][2];
+    case Weight::kDown:
+      return &packed_layers[layer][3];
+    case Weight::kLmHead:
+      return &packed_lm_head;
+    default:
+      return nullptr;
+  }
+}
+
 std::pair<uint32_t, uint32_t> CpuBackend::State::WeightShape(Weight w) const {
   switch (w) {
     case Weight::kQkv:
@@ -365,16 +404,22 @@ CpuBackend::CpuBackend(const ModelConfig& model, uint64_t kv_cache_blocks, uint3
     throw std::invalid_argument("cpu engine: dtype of " + std::to_string(model.dtype_bytes) +
                                 " bytes is not supported (fp32 or bf16 KV)");
   }
+  const bool packed = options.packed_weights && options.gemm_backend == GemmBackend::kEigen &&
+                      DefaultGemmBackend() == GemmBackend::kEigen;  // Eigen runs: AVX2 + FMA
+  const size_t packed_bound = packed ? CpuPackedWeightBytes(model) : 0;
   const size_t weights = CpuWeightBytes(model);
   const size_t kv = CpuKvBytes(model, kv_cache_blocks, block_tokens);
   const size_t memory = PhysicalMemoryBytes();
-  const double need = static_cast<double>(weights) + static_cast<double>(kv);
+  const double need =
+      static_cast<double>(weights) + static_cast<double>(packed_bound) + static_cast<double>(kv);
   if (memory > 0 && need > static_cast<double>(memory) / 2) {
     throw std::invalid_argument(
         "cpu engine: model '" + model.name + "' needs " + Mib(static_cast<double>(weights)) +
-        " of fp32 weights + " + Mib(static_cast<double>(kv)) + " of KV cache (" +
-        std::to_string(kv_cache_blocks) + " blocks of " + std::to_string(block_tokens) +
-        " tokens, " + std::to_string(model.KvBytesPerToken()) + " bytes/token) = " + Mib(need) +
+        " of fp32 weights" +
+        (packed ? " + " + Mib(static_cast<double>(packed_bound)) + " of packed copies" : "") +
+        " + " + Mib(static_cast<double>(kv)) + " of KV cache (" + std::to_string(kv_cache_blocks) +
+        " blocks of " + std::to_string(block_tokens) + " tokens, " +
+        std::to_string(model.KvBytesPerToken()) + " bytes/token) = " + Mib(need) +
         ", more than half of this machine's " + Mib(static_cast<double>(memory)) +
         " of memory; lower serving.kv_cache_blocks or use a smaller model");
   }
@@ -425,6 +470,20 @@ CpuBackend::CpuBackend(const ModelConfig& model, uint64_t kv_cache_blocks, uint3
                 tag(WeightMatrix::kEmbedding, 0), t);
   }
   FillConstant(s.final_norm.Reserve(hidden), hidden, 1.0F);
+  if (packed) {
+    s.packed_layers.resize(model.layers);
+    for (uint32_t l = 0; l < model.layers; ++l) {
+      const Weight kinds[] = {Weight::kQkv, Weight::kO, Weight::kGateUp, Weight::kDown};
+      for (size_t i = 0; i < 4; ++i) {
+        const auto [k, n] = s.WeightShape(kinds[i]);
+        s.packed_layers[l][i] = PackedB(s.WeightData(kinds[i], l), k, n);
+        s.packed_bytes += s.packed_layers[l][i].bytes();
+      }
+    }
+    const auto [k, n] = s.WeightShape(Weight::kLmHead);
+    s.packed_lm_head = PackedB(s.lm_head.data(), k, n);
+    s.packed_bytes += s.packed_lm_head.bytes();
+  }
   s.GrowRope(4096);
 }
 
@@ -449,6 +508,10 @@ void CpuBackend::RmsNorm(Buffer in, Weight w, uint32_t layer, Buffer out, uint32
 
 void CpuBackend::Linear(Buffer in, Weight w, uint32_t layer, Buffer out, uint32_t rows) {
   State& s = *state_;
+  if (const PackedB* packed = s.Packed(w, layer)) {
+    GemmPackedB(rows, s.Data(in), *packed, s.Data(out), s.threads);
+    return;
+  }
   const auto [k, n] = s.WeightShape(w);
   Gemm(s.options.gemm_backend, rows, n, k, s.Data(in), s.WeightData(w, layer), s.Data(out),
        s.threads);
@@ -577,6 +640,8 @@ void CpuBackend::Argmax() {
 const PagedKvLayout& CpuBackend::kv_layout() const { return state_->layout; }
 int CpuBackend::num_threads() const { return state_->threads; }
 size_t CpuBackend::weight_bytes() const { return state_->weight_bytes; }
+bool CpuBackend::packed_weights() const { return !state_->packed_layers.empty(); }
+size_t CpuBackend::packed_weight_bytes() const { return state_->packed_bytes; }
 size_t CpuBackend::kv_bytes() const { return state_->kv_bytes; }
 
 std::span<const float> CpuBackend::logits() const {

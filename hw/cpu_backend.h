@@ -12,6 +12,12 @@
 // rows and the LM head [hidden][vocab]; with tied embeddings there is only the LM head and a
 // token's embedding is its column. A row's token is a hash of (request id, position).
 //
+// With packed_weights (the engine's default where the packed kernel runs) the linear layers'
+// matrices (QKV, O, gate|up, down, LM head) are also held as column panels (hw/gemm.h PackedB),
+// packed once here, and every linear layer multiplies by them (GemmPackedB): about twice those
+// matrices' memory, no per-call packing. The row-major copies stay (the tied embedding reads the
+// LM head's columns; the OpenBLAS backend and the checks use them).
+//
 // Buffers are 64-byte aligned arrays that only grow: once they have reached the largest step,
 // a step allocates nothing (the kernels' own scratch is per thread and grows the same way).
 // Operations are synchronous (Synchronize is a no-op). Not thread-safe: one step at a time.
@@ -33,6 +39,9 @@ struct CpuBackendOptions {
   int num_threads = 1;  // ≥ 1
   GemmBackend gemm_backend = DefaultGemmBackend();
   uint64_t weight_seed = 1;
+  // Also hold the linear layers' weights packed (hw/gemm.h PackedB) and run every linear layer
+  // by GemmPackedB. Taken only where GemmPackedB runs (kEigen with AVX2 + FMA).
+  bool packed_weights = false;
 };
 
 class CpuBackend final : public Backend {
@@ -66,6 +75,10 @@ class CpuBackend final : public Backend {
   [[nodiscard]] const PagedKvLayout& kv_layout() const;
   [[nodiscard]] int num_threads() const;
   [[nodiscard]] size_t weight_bytes() const;
+  // Whether the linear layers run on packed weights (CpuBackendOptions::packed_weights, where
+  // possible), and the bytes of those packed copies (0 without).
+  [[nodiscard]] bool packed_weights() const;
+  [[nodiscard]] size_t packed_weight_bytes() const;
   [[nodiscard]] size_t kv_bytes() const;
   // The last step's logits [requests][vocab] and argmax per row (empty before a step).
   [[nodiscard]] std::span<const float> logits() const;
@@ -78,6 +91,8 @@ class CpuBackend final : public Backend {
 
 // Bytes a CpuBackend for this model and pool allocates for weights and KV.
 [[nodiscard]] size_t CpuWeightBytes(const ModelConfig& model);
+// Bytes of the packed copies of the linear matrices (CpuBackendOptions::packed_weights).
+[[nodiscard]] size_t CpuPackedWeightBytes(const ModelConfig& model);
 [[nodiscard]] size_t CpuKvBytes(const ModelConfig& model, uint64_t kv_cache_blocks,
                                 uint32_t block_tokens);
 

@@ -66,10 +66,11 @@ namespace {
 
 CpuBackendOptions BackendOptions(const CpuEngineOptions& options) {
   return CpuBackendOptions{
-      .num_threads = options.num_threads > 0 ? options.num_threads
-                                             : static_cast<int>(UsableCpus()),
+      .num_threads = options.num_threads > 0 ? options.num_threads : static_cast<int>(UsableCpus()),
       .gemm_backend = options.gemm_backend,
-      .weight_seed = options.weight_seed};
+      .weight_seed = options.weight_seed,
+      .packed_weights =
+          options.packed_weights.value_or(DefaultPackedWeights(options.gemm_backend))};
 }
 
 }  // namespace
@@ -86,6 +87,7 @@ CpuEngineOptions WithProfileKernels(CpuEngineOptions options, const DeviceProfil
   if (!profile.measured_on) return options;
   options.decode_prefetch_bytes = profile.measured_on->decode_prefetch_bytes;
   options.gemm_skinny_rows = static_cast<uint32_t>(profile.gemm_skinny_max_tokens);
+  options.packed_weights = profile.measured_on->gemm_weights == "packed";
   return options;
 }
 

@@ -54,13 +54,19 @@ struct CpuEngineOptions {
   // per process, gemm.h; 0 = Eigen's product always); unset leaves it. `feather run` passes a
   // calibrated profile's gemm_skinny_max_tokens, the kernels its GEMM rows were measured with.
   std::optional<uint32_t> gemm_skinny_rows = std::nullopt;
+  // Hold the linear weights packed and run every linear layer on them (CpuBackendOptions::
+  // packed_weights); unset = DefaultPackedWeights(gemm_backend). `feather run` passes a
+  // calibrated profile's measured_on.gemm_weights (absent: row-major, as profiles before it).
+  std::optional<bool> packed_weights = std::nullopt;
 };
 
 // `options` with the kernel settings a calibrated profile records (measured_on present): its
-// prefetch lookahead (measured_on.decode_prefetch_bytes) and its skinny GEMM rows
-// (gemm_skinny_max_tokens; 0 = Eigen's product always, as every profile calibrated before the
-// kernel was measured). `feather run`'s cpu engine and `validate`'s step probe use it, so that the
-// engine runs the kernels the profile's rows were measured with. Other profiles leave both.
+// prefetch lookahead (measured_on.decode_prefetch_bytes), how it held the linear weights
+// (measured_on.gemm_weights: packed, or row-major when absent) and its skinny GEMM rows
+// (gemm_skinny_max_tokens, for row-major weights; 0 = Eigen's product always, as every profile
+// calibrated before the kernel was measured). `feather run`'s cpu engine and `validate`'s step
+// probe use it, so that the engine runs the kernels the profile's rows were measured with. Other
+// profiles leave both.
 [[nodiscard]] CpuEngineOptions WithProfileKernels(CpuEngineOptions options,
                                                   const DeviceProfile& profile);
 // Sets the process-wide kernel settings `options` asks for (SetDecodePrefetchBytes,
@@ -85,6 +91,7 @@ class CpuEngine final : public Engine {
   [[nodiscard]] const StepShape& last_shape() const { return last_shape_; }
   [[nodiscard]] int num_threads() const { return backend_.num_threads(); }
   [[nodiscard]] size_t weight_bytes() const { return backend_.weight_bytes(); }
+  [[nodiscard]] bool packed_weights() const { return backend_.packed_weights(); }
   [[nodiscard]] size_t kv_bytes() const { return backend_.kv_bytes(); }
 
   // For tests and verification: the last step's LM-head output, one sampled row per request of

@@ -31,6 +31,9 @@ void GemmEigenAvx2(uint32_t m, uint32_t n, uint32_t k, const float* a, const flo
 // Defined in gemm_eigen_avx512.cc: call only when ActiveGemmIsa() says kAvx512.
 void GemmEigenAvx512(uint32_t m, uint32_t n, uint32_t k, const float* a, const float* b, float* c,
                      int num_threads, uint32_t skinny_rows);
+// Defined in the same two files: the skinny kernel on packed B (gemm_eigen_body.h PackedGemm).
+void GemmPackedAvx2(uint32_t m, const float* a, const PackedB& b, float* c, int num_threads);
+void GemmPackedAvx512(uint32_t m, const float* a, const PackedB& b, float* c, int num_threads);
 }  // namespace internal
 
 namespace {
@@ -203,6 +206,42 @@ uint32_t GemmSkinnyRows(GemmBackend backend) {
 uint32_t SetGemmSkinnyRows(uint32_t rows) {
   (void)SkinnySetting();
   return skinny_rows.exchange(rows);
+}
+
+PackedB::PackedB(const float* b, uint32_t k, uint32_t n) : k_(k), n_(n) {
+  data_.assign(size_t{panels()} * k * kGemmPanelColumns, 0.0F);
+  for (uint32_t p = 0; p < panels(); ++p) {
+    const uint32_t c0 = p * kGemmPanelColumns;
+    const uint32_t cols = std::min(kGemmPanelColumns, n - c0);
+    float* panel = data_.data() + size_t{p} * k * kGemmPanelColumns;
+    for (uint32_t kk = 0; kk < k; ++kk) {
+      std::copy_n(b + size_t{kk} * n + c0, cols, panel + size_t{kk} * kGemmPanelColumns);
+    }
+  }
+}
+
+bool DefaultPackedWeights(GemmBackend backend) {
+  static const bool kOn = [] {
+    constexpr std::string_view kNames[] = {"auto", "off"};
+    return ChoiceFromVariable("FEATHER_GEMM_PACKED", kNames, 0,
+                              [](size_t) { return std::string_view(); }) == 0;
+  }();
+  return kOn && backend == GemmBackend::kEigen && CpuHasAvx2Fma();
+}
+
+void GemmPackedB(uint32_t m, const float* a, const PackedB& b, float* c, int num_threads) {
+  FEATHER_CHECK(num_threads >= 1, "GemmPackedB needs num_threads >= 1");
+  FEATHER_CHECK(CpuHasAvx2Fma(), "GemmPackedB needs AVX2 + FMA");
+  if (m == 0 || b.n() == 0) return;
+  if (b.k() == 0) {
+    std::fill_n(c, static_cast<size_t>(m) * b.n(), 0.0F);
+    return;
+  }
+  if (ActiveGemmIsa() == GemmIsa::kAvx512) {
+    internal::GemmPackedAvx512(m, a, b, c, num_threads);
+  } else {
+    internal::GemmPackedAvx2(m, a, b, c, num_threads);
+  }
 }
 
 void Gemm(GemmBackend backend, uint32_t m, uint32_t n, uint32_t k, const float* a, const float* b,

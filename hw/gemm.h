@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <string>
 #include <string_view>
+#include <vector>
 
 namespace feather::hw {
 
@@ -54,7 +55,44 @@ inline constexpr uint32_t kGemmSkinnyRowsAuto = 0xFFFFFFFFu;
 // the previous setting. Not thread-safe against running products.
 uint32_t SetGemmSkinnyRows(uint32_t rows);
 
-void Gemm(GemmBackend backend, uint32_t m, uint32_t n, uint32_t k, const float* a,
-          const float* b, float* c, int num_threads);
+// B (k × n, row-major) packed once for the skinny kernel: column panels of kGemmPanelColumns
+// columns, each panel's k rows of kGemmPanelColumns floats one after another (panel p, row kk at
+// Panel(p)[kk · kGemmPanelColumns]), the last panel's missing columns zero. A weight matrix
+// that many steps multiply is packed at load (the cpu engine's linear layers, hw/cpu_backend.h),
+// so the kernel reads one sequential stream per panel where the row-major walk reads 192-768
+// bytes every n floats (hw/README.md, "Skinny products": 1.1-2.6x faster at m = 2-8). O(k · n)
+// to build; as many bytes as B, rounded up to whole panels.
+inline constexpr uint32_t kGemmPanelColumns = 48;
+class PackedB {
+ public:
+  PackedB() = default;
+  PackedB(const float* b, uint32_t k, uint32_t n);
+  [[nodiscard]] uint32_t k() const { return k_; }
+  [[nodiscard]] uint32_t n() const { return n_; }
+  [[nodiscard]] uint32_t panels() const { return (n_ + kGemmPanelColumns - 1) / kGemmPanelColumns; }
+  [[nodiscard]] const float* Panel(uint32_t p) const {
+    return data_.data() + size_t{p} * k_ * kGemmPanelColumns;
+  }
+  [[nodiscard]] size_t bytes() const { return data_.size() * sizeof(float); }
+
+ private:
+  std::vector<float> data_;
+  uint32_t k_ = 0;
+  uint32_t n_ = 0;
+};
+
+// C (m × b.n(), row-major) = A (m × b.k()) · B with B packed: the skinny kernel for any m (rows
+// of A in passes of 8, a panel read from memory once), on the Eigen backend's ISA build. The
+// caller picks it for the m it pays at (GemmSkinnyRows); needs AVX2 + FMA (GemmSkinnyRows(kEigen)
+// is 0 without them). Identical bits to Gemm's skinny kernel on the unpacked B.
+void GemmPackedB(uint32_t m, const float* a, const PackedB& b, float* c, int num_threads);
+
+// Whether a cpu engine on `backend` packs its linear weights unless told otherwise
+// (CpuEngineOptions::packed_weights): where GemmPackedB runs (kEigen with AVX2 + FMA), unless
+// FEATHER_GEMM_PACKED=off (read once; auto|off, anything else: a message and exit status 2).
+[[nodiscard]] bool DefaultPackedWeights(GemmBackend backend);
+
+void Gemm(GemmBackend backend, uint32_t m, uint32_t n, uint32_t k, const float* a, const float* b,
+          float* c, int num_threads);
 
 }  // namespace feather::hw

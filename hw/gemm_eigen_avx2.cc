@@ -10,4 +10,8 @@ void GemmEigenAvx2(uint32_t m, uint32_t n, uint32_t k, const float* a, const flo
   EigenGemm(m, n, k, a, b, c, num_threads, skinny_rows);
 }
 
+void GemmPackedAvx2(uint32_t m, const float* a, const PackedB& b, float* c, int num_threads) {
+  PackedGemm(m, a, b, c, num_threads);
+}
+
 }  // namespace feather::hw::internal

@@ -18,11 +18,17 @@ void GemmEigenAvx512(uint32_t m, uint32_t n, uint32_t k, const float* a, const f
   EigenGemm(m, n, k, a, b, c, num_threads, skinny_rows);
 }
 
+void GemmPackedAvx512(uint32_t m, const float* a, const PackedB& b, float* c, int num_threads) {
+  PackedGemm(m, a, b, c, num_threads);
+}
+
 }  // namespace feather::hw::internal
 
 #else  // not compiled for AVX-512: gemm.cc never asks for it, but keep the symbol.
 
 #include <cstdint>
+
+#include "hw/gemm.h"
 
 namespace feather::hw::internal {
 void GemmEigenAvx2(uint32_t m, uint32_t n, uint32_t k, const float* a, const float* b, float* c,
@@ -30,6 +36,10 @@ void GemmEigenAvx2(uint32_t m, uint32_t n, uint32_t k, const float* a, const flo
 void GemmEigenAvx512(uint32_t m, uint32_t n, uint32_t k, const float* a, const float* b, float* c,
                      int num_threads, uint32_t skinny_rows) {
   GemmEigenAvx2(m, n, k, a, b, c, num_threads, skinny_rows);
+}
+void GemmPackedAvx2(uint32_t m, const float* a, const PackedB& b, float* c, int num_threads);
+void GemmPackedAvx512(uint32_t m, const float* a, const PackedB& b, float* c, int num_threads) {
+  GemmPackedAvx2(m, a, b, c, num_threads);
 }
 }  // namespace feather::hw::internal
 

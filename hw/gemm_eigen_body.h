@@ -168,6 +168,105 @@ void SkinnyBlock(uint32_t m, uint32_t n, uint32_t k, const float* a, const float
   }
 }
 
+// --- The skinny kernel on packed B (PackedB, gemm.h: the engine's weights, packed at load) ------
+//
+// The same register tiles as above, but B's column block lies in one contiguous panel of
+// kGemmPanelColumns columns, its k rows one after another, so a tile reads one sequential stream
+// instead of kW floats every n: on the Zen 5 VM, one decode step of cpu-small's weights (204 MB,
+// two threads) at m = 2 / 4 / 8 took 3.7-5.2 / 4.8-5.7 / 3.9-6.1 ms packed against 4.8-5.9 /
+// 6.4-7.2 / 9.0-10.3 ms strided, 1.1-2.6x (a side-by-side experiment, prefetch distances 4-64
+// rows; hw/README.md "Skinny products" has the benchmark). Rows of A go in passes of at most
+// kSkinnyMaxRows; a panel (k · 192 bytes: 192-540 KB for the engine's shapes) is read from DRAM
+// by the first pass and from L2 by the others. Panels are split over the threads. Exact fp32
+// multiply-adds in k order, as the strided kernel: the two give identical bits.
+constexpr uint32_t kPanelVectors = kGemmPanelColumns / kSkinnyLanes;
+static_assert(kGemmPanelColumns % kSkinnyLanes == 0, "a panel is whole vectors");
+// Panel rows prefetched this far ahead (a sequential stream: 6 KB).
+constexpr uint32_t kPackedPrefetchRows = 32;
+
+// Columns [v0 · lanes, (v0 + kV) · lanes) of one panel for kM rows of A (stride k), into C's
+// columns from c0 (stride n); `valid` of those columns exist in C (the last panel's padding is
+// computed and dropped).
+template <int kM, int kV>
+inline __attribute__((always_inline)) void PackedTile(uint32_t n, uint32_t k, const float* a,
+                                                      const float* panel, uint32_t v0, float* c,
+                                                      uint32_t c0, uint32_t valid) {
+  SkinnyVec acc[kM][kV];
+  for (int i = 0; i < kM; ++i) {
+    for (int v = 0; v < kV; ++v) acc[i][v] = SkinnyZero();
+  }
+  const float* row = panel + v0 * kSkinnyLanes;
+  for (uint32_t kk = 0; kk < k; ++kk, row += kGemmPanelColumns) {
+    if (kk + kPackedPrefetchRows < k) {
+      _mm_prefetch(
+          reinterpret_cast<const char*>(row + size_t{kPackedPrefetchRows} * kGemmPanelColumns),
+          _MM_HINT_T0);
+    }
+    SkinnyVec bv[kV];
+    for (int v = 0; v < kV; ++v) bv[v] = SkinnyLoad(row + v * kSkinnyLanes);
+    for (int i = 0; i < kM; ++i) {
+      const SkinnyVec ai = SkinnyBroadcast(a[static_cast<size_t>(i) * k + kk]);
+      for (int v = 0; v < kV; ++v) acc[i][v] = SkinnyFma(ai, bv[v], acc[i][v]);
+    }
+  }
+  constexpr uint32_t kWidth = kV * kSkinnyLanes;
+  for (int i = 0; i < kM; ++i) {
+    float* out = c + static_cast<size_t>(i) * n + c0;
+    if (valid >= kWidth) {
+      for (int v = 0; v < kV; ++v) SkinnyStore(out + v * kSkinnyLanes, acc[i][v]);
+    } else {
+      alignas(64) float tail[kWidth];
+      for (int v = 0; v < kV; ++v) SkinnyStore(tail + v * kSkinnyLanes, acc[i][v]);
+      std::copy_n(tail, valid, out);
+    }
+  }
+}
+
+// One panel (columns [c0, c0 + valid) of C) for kM rows: tiles of as many vectors as the
+// accumulators allow.
+template <int kM>
+void PackedRows(uint32_t n, uint32_t k, const float* a, const float* panel, float* c, uint32_t c0,
+                uint32_t valid) {
+  constexpr int kV = std::min<int>(kPanelVectors, std::max(1, kSkinnyAccumulators / kM));
+  constexpr uint32_t kWidth = kV * kSkinnyLanes;
+  uint32_t v0 = 0;
+  for (; v0 + kV <= kPanelVectors; v0 += kV) {
+    const uint32_t done = v0 * kSkinnyLanes;
+    if (done >= valid) return;
+    PackedTile<kM, kV>(n, k, a, panel, v0, c, c0 + done, std::min(valid - done, kWidth));
+  }
+  for (; v0 < kPanelVectors; ++v0) {
+    const uint32_t done = v0 * kSkinnyLanes;
+    if (done >= valid) return;
+    PackedTile<kM, 1>(n, k, a, panel, v0, c, c0 + done, std::min(valid - done, kSkinnyLanes));
+  }
+}
+
+using PackedRowsFn = void (*)(uint32_t, uint32_t, const float*, const float*, float*, uint32_t,
+                              uint32_t);
+constexpr PackedRowsFn kPackedRowsFns[kSkinnyMaxRows] = {
+    &PackedRows<1>, &PackedRows<2>, &PackedRows<3>, &PackedRows<4>,
+    &PackedRows<5>, &PackedRows<6>, &PackedRows<7>, &PackedRows<8>};
+
+// C (m × n) = A (m × k) · B, B packed; panels over `num_threads` threads.
+void PackedGemm(uint32_t m, const float* a, const PackedB& b, float* c, int num_threads) {
+  const uint32_t n = b.n(), k = b.k();
+  if (m == 0 || n == 0) return;
+  const uint32_t panels = b.panels();
+  const int threads = std::min<int>(num_threads, static_cast<int>(panels));
+#pragma omp parallel for num_threads(threads) schedule(static) if (threads > 1)
+  for (int64_t p = 0; p < int64_t{panels}; ++p) {
+    const auto panel_index = static_cast<uint32_t>(p);
+    const float* panel = b.Panel(panel_index);
+    const uint32_t c0 = panel_index * kGemmPanelColumns;
+    const uint32_t valid = std::min(kGemmPanelColumns, n - c0);
+    for (uint32_t r = 0; r < m; r += kSkinnyMaxRows) {
+      kPackedRowsFns[std::min(m - r, kSkinnyMaxRows) - 1](
+          n, k, a + static_cast<size_t>(r) * k, panel, c + static_cast<size_t>(r) * n, c0, valid);
+    }
+  }
+}
+
 // Threads worth starting for this product: at most `num_threads`, at least one, and none that
 // would get less than kMinMultiplyAddsPerThread of work.
 int UsefulThreads(uint32_t m, uint32_t n, uint32_t k, int num_threads) {

@@ -1,6 +1,7 @@
 // isa_variable.h: the one reading of a FEATHER_*_ISA environment variable, shared by the run-time
 // kernel choices of hw/ (the attention tile step, attention_internal.h; the Eigen GEMM build,
-// gemm.h; and FEATHER_GEMM_SKINNY, the skinny GEMM kernel, gemm.h). Not a public API.
+// gemm.h; FEATHER_GEMM_SKINNY, the skinny GEMM kernel, and FEATHER_GEMM_PACKED, the engine's
+// packed weights, gemm.h). Not a public API.
 //
 // Each choice is a small enum whose values index a list of names ("auto" first). The variable
 // may name one of them; an unknown name, or one this CPU cannot run, is bad input: one line on

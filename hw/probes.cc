@@ -279,7 +279,15 @@ GemmFlopsResult MeasureGemmFlops(GemmBackend backend, uint32_t m, uint32_t n, ui
   const auto a = PseudoRandomMatrix(size_t{m} * k, 1);
   const auto b = PseudoRandomMatrix(size_t{k} * n, 2);
   std::vector<float> c(size_t{m} * n);
-  auto call = [&] { Gemm(backend, m, n, k, a.data(), b.data(), c.data(), result.num_threads); };
+  result.packed = options.packed;
+  const PackedB packed = options.packed ? PackedB(b.data(), k, n) : PackedB();
+  auto call = [&] {
+    if (options.packed) {
+      GemmPackedB(m, a.data(), packed, c.data(), result.num_threads);
+    } else {
+      Gemm(backend, m, n, k, a.data(), b.data(), c.data(), result.num_threads);
+    }
+  };
 
   call();  // warm-up: starts thread pools, allocates Eigen's buffers, faults C in
   result.calls_per_repetition = CalibrateCallsPerBatch(options.seconds_per_repetition, call);
@@ -303,12 +311,17 @@ GemmFlopsResult MeasurePeakGemmFlops(GemmBackend backend, int num_threads,
   GemmFlopsResult best;
   best.backend = backend;
   best.num_threads = ResolveThreads(num_threads);
+  const bool packed = DefaultPackedWeights(backend);
   for (const uint32_t size : options.sizes) {
-    GemmFlopsResult result =
-        MeasureGemmFlops(backend, size, size, size, num_threads, options.probe);
-    // A backend that computes a wrong product has no peak worth reporting: return the failure.
-    if (result.verification == Verification::kVerifyFailed) return result;
-    if (best.repetitions == 0 || result.flops_per_s > best.flops_per_s) best = result;
+    for (const bool use_packed : {false, true}) {
+      if (use_packed && !packed) continue;
+      GemmProbeOptions probe = options.probe;
+      probe.packed = use_packed;
+      GemmFlopsResult result = MeasureGemmFlops(backend, size, size, size, num_threads, probe);
+      // A backend that computes a wrong product has no peak worth reporting: return the failure.
+      if (result.verification == Verification::kVerifyFailed) return result;
+      if (best.repetitions == 0 || result.flops_per_s > best.flops_per_s) best = result;
+    }
   }
   return best;
 }

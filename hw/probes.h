@@ -66,6 +66,8 @@ struct BandwidthResult {
 struct GemmProbeOptions {
   int repetitions = 5;
   double seconds_per_repetition = 0.025;  // a repetition is a batch of calls about this long
+  // Time GemmPackedB on B packed once (hw/gemm.h PackedB; needs AVX2 + FMA) instead of Gemm.
+  bool packed = false;
   [[nodiscard]] static GemmProbeOptions Quick();  // 3 repetitions of ~5 ms
 };
 
@@ -76,7 +78,8 @@ struct GemmFlopsResult {
   int num_threads = 0;
   int repetitions = 0;
   int64_t calls_per_repetition = 0;
-  Spread spread;  // of FLOP/s
+  bool packed = false;  // timed GemmPackedB (GemmProbeOptions::packed)
+  Spread spread;        // of FLOP/s
   // Sampled entries of C compared with double-precision dot products after the timing.
   Verification verification = Verification::kSkipped;
 };
@@ -88,8 +91,10 @@ struct GemmFlopsResult {
                                                const GemmProbeOptions& options = {});
 
 // The best FLOP/s over a few large square products (the machine's practical GEMM peak for
-// `backend`). Default sizes 512, 1024, 1536 (Zen 3 reaches its plateau by 1024); Quick() probes
-// 256 and 512 only.
+// `backend`; where a cpu engine on `backend` packs its weights, DefaultPackedWeights, the packed
+// kernel's products too, whichever is faster: the engine's GEMMs are the packed kernel's, which
+// outran Eigen's square products by a few percent on the Zen 5 VM). Default sizes 512, 1024, 1536
+// (Zen 3 reaches its plateau by 1024); Quick() probes 256 and 512 only.
 struct PeakGemmOptions {
   std::vector<uint32_t> sizes = {512, 1024, 1536};
   GemmProbeOptions probe = {.repetitions = 3, .seconds_per_repetition = 0.025};

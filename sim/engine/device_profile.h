@@ -62,6 +62,11 @@ struct ProfileMeasuredOn {
   // (hw/decode_prefetch_tuning.h); the CPU engine applies it when it runs with this profile.
   // 0 = not recorded (profiles before 2026-11-28, GPU profiles): the kernels' default.
   uint64_t decode_prefetch_bytes = 0;
+  // How the CPU engine held its linear layers' weights: "packed" (column panels, every product by
+  // the packed skinny kernel, hw/gemm.h PackedB) or "row-major" (Eigen's product, with the
+  // skinny kernel up to gemm_skinny_max_tokens). Empty = not recorded (profiles before
+  // 2026-11-29, GPU profiles): row-major. The CPU engine holds them as the profile says.
+  std::string gemm_weights = {};
   friend bool operator==(const ProfileMeasuredOn&, const ProfileMeasuredOn&) = default;
 };
 

@@ -27,7 +27,9 @@
 //   gemm_batched_fixed_ns is 0 on GPUs. On the CPU it is the weight repacking that Eigen's and
 //   OpenBLAS's GEMMs do on every call with 2+ rows (one token goes through GEMV, which streams
 //   the weights once): measured on cpu-small, 1 token 8.5 ms, 2 tokens 22 ms, then +0.67 ms a
-//   token (results/profiles/cpu-rows.csv).
+//   token (results/profiles/cpu-rows.csv). The cpu engine's default since 2026-11-29 packs its
+//   weights once (hw/gemm.h PackedB) and repacks nothing: 0 there too, and its rows fit the
+//   soft roofline with k ≈ 1.2 (results/validation/issue-21-packed).
 //   Flat while the weight stream dominates, then linear in n past the knee
 //   n* ≈ StepWeightBytes·dense_flops·gemm_flops_eff / (dram_bw·gemm_bw_eff·2·params).
 //   Skinny steps, 2 ≤ n ≤ gemm_skinny_max_tokens (0 on GPUs), replace the roofline:

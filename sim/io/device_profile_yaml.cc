@@ -135,6 +135,11 @@ void ReadMeasuredOn(MapReader& root, DeviceProfile& profile) {
   reader.Real("read_bw_bytes_per_s", m.read_bw_bytes_per_s, 0, 1e15, true);
   reader.String("probes", m.probes);
   reader.Integer("decode_prefetch_bytes", m.decode_prefetch_bytes, 1, int64_t{1} << 30);
+  reader.String("gemm_weights", m.gemm_weights);
+  if (!m.gemm_weights.empty() && m.gemm_weights != "packed" && m.gemm_weights != "row-major") {
+    reader.Add(reader.Value("gemm_weights"), "gemm_weights",
+               "expected packed or row-major, got '" + m.gemm_weights + "'");
+  }
   if (!m.probes.empty() && m.probes != "full" && m.probes != "quick") {
     reader.Add(reader.Value("probes"), "probes", "expected full or quick, got '" + m.probes + "'");
   }
@@ -386,6 +391,7 @@ std::string DeviceProfileToYaml(const DeviceProfile& profile) {
     if (m->decode_prefetch_bytes > 0) {
       out += "  decode_prefetch_bytes: " + std::to_string(m->decode_prefetch_bytes) + "\n";
     }
+    if (!m->gemm_weights.empty()) out += "  gemm_weights: " + m->gemm_weights + "\n";
   }
   if (const std::optional<ProfileFit>& fit = profile.fit) {
     out += "fit:\n";

@@ -72,6 +72,10 @@ TEST(CpuCalibrationTest, BaseProfileRecordsTheSkinnyGemmRowsInUse) {
       EXPECT_NE(p.origins[i].note.find("no skinny GEMM kernel"), std::string::npos);
     }
   }
+  // With packed weights the engine has no skinny range: one roofline.
+  probes.gemm_peak.backend = hw::GemmBackend::kEigen;
+  (void)hw::SetGemmSkinnyRows(6);
+  EXPECT_EQ(CpuBaseProfile(probes, host, 2, /*packed_weights=*/true).gemm_skinny_max_tokens, 0);
   (void)hw::SetGemmSkinnyRows(before);
 }
 

@@ -8,6 +8,7 @@
 #include <memory>
 #include <string>
 
+#include "hw/cpu_engine.h"
 #include "hw/decode_attention.h"
 #include "hw/gemm.h"
 #include "sim/io/scenario.h"
@@ -41,6 +42,22 @@ TEST(CpuEngineFactoryTest, AppliesTheProfilesPrefetchLookahead) {
   const std::unique_ptr<Engine> other = MakeEngine(run);
   EXPECT_EQ(hw::DecodePrefetchBytes(), 8192u);
   hw::SetDecodePrefetchBytes(0);
+}
+
+// A profile calibrated on packed weights runs packed; one that records row-major, or nothing
+// (calibrated before packing existed), runs row-major.
+TEST(CpuEngineFactoryTest, HoldsTheWeightsAsTheProfileWasMeasuredWith) {
+  RegisterBuiltinEngines();
+  PreparedRun run = TinyCpuRun();
+  ASSERT_TRUE(run.profile.measured_on.has_value());
+  const bool can_pack = hw::DefaultGemmBackend() == hw::GemmBackend::kEigen;
+  for (const char* weights : {"packed", "row-major", ""}) {
+    run.profile.measured_on->gemm_weights = weights;
+    const std::unique_ptr<Engine> engine = MakeEngine(run);
+    const auto* cpu = dynamic_cast<const hw::CpuEngine*>(engine.get());
+    ASSERT_NE(cpu, nullptr);
+    EXPECT_EQ(cpu->packed_weights(), can_pack && std::string(weights) == "packed") << weights;
+  }
 }
 
 TEST(CpuEngineFactoryTest, RunsTheSkinnyGemmRowsTheProfileWasMeasuredWith) {

@@ -163,14 +163,30 @@ BENCHMARK(BM_Gemm)
 //   gemm_benchmark --benchmark_filter=BM_GemmStep --benchmark_repetitions=3
 //     --benchmark_enable_random_interleaving --benchmark_report_aggregates_only=true
 // (FEATHER_GEMM_ISA=avx2 for the AVX2 build).
+struct StepLayer {
+  uint32_t k, n;
+};
+const std::vector<StepLayer>& StepLayers() {
+  static const std::vector<StepLayer> kStep = [] {
+    std::vector<StepLayer> layers;
+    for (int l = 0; l < 4; ++l) {
+      for (const auto& kn : {StepLayer{1024, 1536}, StepLayer{1024, 1024}, StepLayer{1024, 5632},
+                             StepLayer{2816, 1024}}) {
+        layers.push_back(kn);
+      }
+    }
+    layers.push_back({1024, 8192});
+    return layers;
+  }();
+  return kStep;
+}
+
 void BM_GemmStep(benchmark::State& state) {
   const auto skinny =
       state.range(0) == 1 ? kGemmSkinnyRowsAuto : static_cast<uint32_t>(state.range(0));
   const auto m = static_cast<uint32_t>(state.range(1));
   const auto threads = static_cast<int>(state.range(2));
-  struct Layer {
-    uint32_t k, n;
-  };
+  using Layer = StepLayer;
   static const std::vector<Layer> kStep = [] {
     std::vector<Layer> layers;
     for (int l = 0; l < 4; ++l) {
@@ -209,7 +225,42 @@ void BM_GemmStep(benchmark::State& state) {
 }
 BENCHMARK(BM_GemmStep)
     ->ArgNames({"skinny", "m", "threads"})
-    ->ArgsProduct({{0, 1, 16}, {1, 2, 4, 8, 12, 16, 32}, {2}})
+    ->ArgsProduct({{0, 1, 16}, {1, 2, 4, 8, 12, 16, 32, 64, 128}, {2}})
+    ->UseRealTime()
+    ->Unit(benchmark::kMillisecond);
+
+// The same step with every weight packed (PackedB) and multiplied by GemmPackedB: the cpu
+// engine's path for steps of 2 to GemmSkinnyRows tokens. Side by side with BM_GemmStep:
+//   gemm_benchmark --benchmark_filter='BM_GemmStep' --benchmark_repetitions=3
+//     --benchmark_enable_random_interleaving --benchmark_report_aggregates_only=true
+void BM_GemmStepPacked(benchmark::State& state) {
+  const auto m = static_cast<uint32_t>(state.range(0));
+  const auto threads = static_cast<int>(state.range(1));
+  const std::vector<StepLayer>& step = StepLayers();
+  static const std::vector<PackedB> kPacked = [] {
+    std::vector<PackedB> packed;
+    uint32_t seed = 3;
+    for (const StepLayer& layer : StepLayers()) {
+      const std::vector<float> b = RandomMatrix(static_cast<size_t>(layer.k) * layer.n, seed++);
+      packed.emplace_back(b.data(), layer.k, layer.n);
+    }
+    return packed;
+  }();
+  const auto a = RandomMatrix(static_cast<size_t>(m) * 2816, 1);
+  std::vector<float> c(static_cast<size_t>(m) * 8192);
+  int64_t bytes = 0;
+  for (const StepLayer& layer : step) bytes += int64_t{4} * layer.k * layer.n;
+  for (auto _ : state) {
+    for (const PackedB& b : kPacked) GemmPackedB(m, a.data(), b, c.data(), threads);
+    benchmark::DoNotOptimize(c.data());
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed(static_cast<int64_t>(state.iterations()) * bytes);
+  state.SetLabel(GemmKernelName(GemmBackend::kEigen) + " packed");
+}
+BENCHMARK(BM_GemmStepPacked)
+    ->ArgNames({"m", "threads"})
+    ->ArgsProduct({{1, 2, 4, 8, 12, 16, 32, 64, 128}, {2}})
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 

@@ -168,6 +168,56 @@ TEST(GemmSkinnyTest, EveryRowCountMatchesTripleLoopOnEveryBuild) {
   }
 }
 
+// The skinny kernel on packed B, on every Eigen build the CPU runs: every m from 1 to 17, column
+// counts that end a panel early (the zero padding is computed and dropped) or fill it, k of 1
+// and odd sizes, one and two threads, against the triple loop; and the same bits as the
+// row-major skinny kernel (Gemm with the row limit at 17) wherever that one multiplies-adds in
+// vectors (both sum in k order with FMAs).
+TEST(GemmPackedTest, EveryRowCountMatchesTripleLoopAndTheRowMajorKernel) {
+  for (const GemmIsa isa : {GemmIsa::kAvx2, GemmIsa::kAvx512}) {
+    const ScopedGemmIsa scoped(isa);
+    if (!scoped.forced()) {
+      std::printf("[ SKIPPED  ] packed kernel, %s build: this CPU cannot run it\n",
+                  std::string(GemmIsaName(isa)).c_str());
+      continue;
+    }
+    const uint32_t before = SetGemmSkinnyRows(17);
+    for (uint32_t m = 1; m <= 17; ++m) {
+      for (const Shape shape : {Shape{m, 37, 53}, Shape{m, 1029, 517}, Shape{m, 389, 1},
+                                Shape{m, 96, 64}, Shape{m, 7, 300}}) {
+        const auto a = RandomMatrix(static_cast<size_t>(shape.m) * shape.k, m);
+        const auto b = RandomMatrix(static_cast<size_t>(shape.k) * shape.n, m + 200);
+        const PackedB packed(b.data(), shape.k, shape.n);
+        EXPECT_EQ(packed.panels(), (shape.n + kGemmPanelColumns - 1) / kGemmPanelColumns);
+        const auto expected = NaiveGemm(shape.m, shape.n, shape.k, a, b);
+        const double tolerance = 1e-5 * std::sqrt(static_cast<double>(shape.k)) * 4.0 + 1e-6;
+        for (const int threads : {1, 2}) {
+          std::vector<float> c(static_cast<size_t>(shape.m) * shape.n, 12345.0F);
+          GemmPackedB(shape.m, a.data(), packed, c.data(), threads);
+          std::vector<float> row_major(c.size(), -1.0F);
+          Gemm(GemmBackend::kEigen, shape.m, shape.n, shape.k, a.data(), b.data(), row_major.data(),
+               threads);
+          // Gemm took its skinny kernel, whose columns past the last whole vector are scalar
+          // sums (no FMA: the same order, other rounding).
+          const bool skinny = m >= 2 && m <= shape.n;
+          const uint32_t lanes = isa == GemmIsa::kAvx512 ? 16 : 8;
+          const uint32_t vector_columns = shape.n / lanes * lanes;
+          for (size_t i = 0; i < c.size(); ++i) {
+            ASSERT_NEAR(c[i], expected[i], tolerance)
+                << GemmIsaName(isa) << " m " << m << " n " << shape.n << " k " << shape.k
+                << " threads " << threads << " element " << i;
+            if (skinny && i % shape.n < vector_columns) {
+              ASSERT_EQ(c[i], row_major[i]) << GemmIsaName(isa) << " m " << m << " n " << shape.n
+                                            << " k " << shape.k << " element " << i;
+            }
+          }
+        }
+      }
+    }
+    (void)SetGemmSkinnyRows(before);
+  }
+}
+
 TEST(GemmTest, EmptyProductsLeaveOrZeroC) {
   for (const GemmBackend backend : {GemmBackend::kEigen, GemmBackend::kBlas}) {
     // m = 0 or n = 0: nothing to write, null pointers allowed.
@@ -278,6 +328,34 @@ TEST(GemmSkinnyDeathTest, EnvironmentVariableTurnsTheKernelOnAndRejectsBadValues
         (void)GemmKernelName(GemmBackend::kEigen);
       },
       ::testing::ExitedWithCode(2), "FEATHER_GEMM_SKINNY=on: unknown");
+}
+
+// FEATHER_GEMM_PACKED: unset or auto packs where the packed kernel runs, off never, an unknown
+// value is bad input (exit 2, naming it); a backend that is not Eigen never packs.
+TEST(GemmPackedDeathTest, EnvironmentVariableChoosesAndRejectsBadValues) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  const bool can = CpuHas("avx2");
+  EXPECT_EXIT(
+      {
+        unsetenv("FEATHER_GEMM_PACKED");
+        std::exit(DefaultPackedWeights(GemmBackend::kEigen) == can ? 3 : 4);
+      },
+      ::testing::ExitedWithCode(3), "");
+  EXPECT_EXIT(
+      {
+        setenv("FEATHER_GEMM_PACKED", "off", 1);
+        std::exit(DefaultPackedWeights(GemmBackend::kEigen) ? 4 : 3);
+      },
+      ::testing::ExitedWithCode(3), "");
+  EXPECT_EXIT(
+      {
+        setenv("FEATHER_GEMM_PACKED", "yes", 1);
+        (void)DefaultPackedWeights(GemmBackend::kEigen);
+      },
+      ::testing::ExitedWithCode(2), "FEATHER_GEMM_PACKED=yes: unknown");
+  // (After the death tests: a threadsafe death test reruns this test up to its statement, and
+  // the variable is read once per process.)
+  EXPECT_FALSE(DefaultPackedWeights(GemmBackend::kBlas));
 }
 
 TEST(GemmIsaDeathTest, EnvironmentVariableForcesABuildAndRejectsBadValues) {

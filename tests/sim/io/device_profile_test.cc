@@ -309,6 +309,7 @@ DeviceProfile SmallWrittenProfile() {
                                     2};
   p.measured_on->probes = "quick";
   p.measured_on->decode_prefetch_bytes = 4096;
+  p.measured_on->gemm_weights = "packed";
   ProfileFit fit;
   fit.fit_mape = 0.0123456789012345678;
   fit.holdout_mape = 0.02;
