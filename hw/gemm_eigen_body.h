@@ -97,21 +97,25 @@ constexpr uint32_t kSkinnyMaxRows = 8;  // the tallest register tile; taller pro
 // constant stride of n floats, which hardware prefetchers may or may not follow).
 constexpr uint32_t kSkinnyPrefetchRows = 8;
 
-// C[0..kM, c0..c0 + kV · lanes) = A[0..kM, :] · B[:, same columns]; a is kM rows of stride k.
-template <int kM, int kV>
-inline __attribute__((always_inline)) void SkinnyTile(uint32_t n, uint32_t k, const float* a,
-                                                      const float* b, float* c, uint32_t c0) {
-  SkinnyVec acc[kM][kV];
+// acc[i][v] = Σ_kk A[i][kk] · B row kk's vector v, B's rows `stride` floats apart from `row`
+// (row-major B: n; a packed panel: kGemmPanelColumns); a is kM rows of stride k. Each step
+// prefetches `prefetch_rows` rows ahead: every cache line of the kV vectors (kAllLines: the
+// row-major walk, whose rows are far apart), or one line (a panel's rows are one stream, which
+// the hardware prefetcher follows; one hint a row keeps it ahead).
+template <int kM, int kV, bool kAllLines>
+inline __attribute__((always_inline)) void SkinnyAccumulate(uint32_t k, const float* a,
+                                                            const float* row, size_t stride,
+                                                            uint32_t prefetch_rows,
+                                                            SkinnyVec (&acc)[kM][kV]) {
   for (int i = 0; i < kM; ++i) {
     for (int v = 0; v < kV; ++v) acc[i][v] = SkinnyZero();
   }
-  const float* row = b + c0;
-  for (uint32_t kk = 0; kk < k; ++kk, row += n) {
-    if (kk + kSkinnyPrefetchRows < k) {
-      for (int v = 0; v < kV; v += static_cast<int>(64 / sizeof(float) / kSkinnyLanes)) {
-        _mm_prefetch(
-            reinterpret_cast<const char*>(row + size_t{kSkinnyPrefetchRows} * n + v * kSkinnyLanes),
-            _MM_HINT_T0);
+  constexpr int kLineVectors = std::max(1, static_cast<int>(64 / sizeof(float) / kSkinnyLanes));
+  for (uint32_t kk = 0; kk < k; ++kk, row += stride) {
+    if (kk + prefetch_rows < k) {
+      const float* ahead = row + size_t{prefetch_rows} * stride;
+      for (int v = 0; v < (kAllLines ? kV : 1); v += kLineVectors) {
+        _mm_prefetch(reinterpret_cast<const char*>(ahead + v * kSkinnyLanes), _MM_HINT_T0);
       }
     }
     SkinnyVec bv[kV];
@@ -121,6 +125,14 @@ inline __attribute__((always_inline)) void SkinnyTile(uint32_t n, uint32_t k, co
       for (int v = 0; v < kV; ++v) acc[i][v] = SkinnyFma(ai, bv[v], acc[i][v]);
     }
   }
+}
+
+// C[0..kM, c0..c0 + kV · lanes) = A[0..kM, :] · B[:, same columns]; a is kM rows of stride k.
+template <int kM, int kV>
+inline __attribute__((always_inline)) void SkinnyTile(uint32_t n, uint32_t k, const float* a,
+                                                      const float* b, float* c, uint32_t c0) {
+  SkinnyVec acc[kM][kV];
+  SkinnyAccumulate<kM, kV, true>(k, a, b + c0, n, kSkinnyPrefetchRows, acc);
   for (int i = 0; i < kM; ++i) {
     for (int v = 0; v < kV; ++v) {
       SkinnyStore(c + static_cast<size_t>(i) * n + c0 + v * kSkinnyLanes, acc[i][v]);
@@ -192,23 +204,8 @@ inline __attribute__((always_inline)) void PackedTile(uint32_t n, uint32_t k, co
                                                       const float* panel, uint32_t v0, float* c,
                                                       uint32_t c0, uint32_t valid) {
   SkinnyVec acc[kM][kV];
-  for (int i = 0; i < kM; ++i) {
-    for (int v = 0; v < kV; ++v) acc[i][v] = SkinnyZero();
-  }
-  const float* row = panel + v0 * kSkinnyLanes;
-  for (uint32_t kk = 0; kk < k; ++kk, row += kGemmPanelColumns) {
-    if (kk + kPackedPrefetchRows < k) {
-      _mm_prefetch(
-          reinterpret_cast<const char*>(row + size_t{kPackedPrefetchRows} * kGemmPanelColumns),
-          _MM_HINT_T0);
-    }
-    SkinnyVec bv[kV];
-    for (int v = 0; v < kV; ++v) bv[v] = SkinnyLoad(row + v * kSkinnyLanes);
-    for (int i = 0; i < kM; ++i) {
-      const SkinnyVec ai = SkinnyBroadcast(a[static_cast<size_t>(i) * k + kk]);
-      for (int v = 0; v < kV; ++v) acc[i][v] = SkinnyFma(ai, bv[v], acc[i][v]);
-    }
-  }
+  SkinnyAccumulate<kM, kV, false>(k, a, panel + v0 * kSkinnyLanes, kGemmPanelColumns,
+                                  kPackedPrefetchRows, acc);
   constexpr uint32_t kWidth = kV * kSkinnyLanes;
   for (int i = 0; i < kM; ++i) {
     float* out = c + static_cast<size_t>(i) * n + c0;

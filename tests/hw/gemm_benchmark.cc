@@ -187,21 +187,11 @@ void BM_GemmStep(benchmark::State& state) {
   const auto m = static_cast<uint32_t>(state.range(1));
   const auto threads = static_cast<int>(state.range(2));
   using Layer = StepLayer;
-  static const std::vector<Layer> kStep = [] {
-    std::vector<Layer> layers;
-    for (int l = 0; l < 4; ++l) {
-      for (const auto& kn : {Layer{1024, 1536}, Layer{1024, 1024}, Layer{1024, 5632},
-                             Layer{2816, 1024}}) {
-        layers.push_back(kn);
-      }
-    }
-    layers.push_back({1024, 8192});
-    return layers;
-  }();
+  const std::vector<Layer>& kStep = StepLayers();
   static const std::vector<std::vector<float>> kWeights = [] {
     std::vector<std::vector<float>> weights;
     uint32_t seed = 3;
-    for (const Layer& layer : kStep) {
+    for (const StepLayer& layer : StepLayers()) {
       weights.push_back(RandomMatrix(static_cast<size_t>(layer.k) * layer.n, seed++));
     }
     return weights;
