@@ -45,7 +45,8 @@ bool SetGemmIsaForTesting(GemmIsa isa);
 // status 2) chooses for a run, and GemmKernelName then says "+skinny" when it is on. The cost
 // model prices the kernel's steps apart (the profile's gemm_skinny_max_tokens, written by
 // calibration from GemmSkinnyRows; sim/engine/model_engine.h), and the `cpu` engine runs the N
-// of the profile it was given (CpuEngineOptions::gemm_skinny_rows).
+// of the profile it was given (CpuEngineOptions::gemm_skinny_rows) when it holds row-major
+// weights; on packed weights (its default, PackedB below) every product is the packed kernel's.
 inline constexpr uint32_t kGemmSkinnyRowsAuto = 0xFFFFFFFFu;
 // The N that products with `backend` run with now: 0 when the kernel is off or `backend` does not
 // run Eigen on this machine.
