@@ -140,6 +140,10 @@ class Fitter {
     held_.fill(false);
     for (const std::string_view name : kNeverFitted) held_[ParameterIndex(name)] = true;
     for (const std::string& name : options.hold) held_[ParameterIndex(name)] = true;
+    // Rows of a cpu engine on packed weights (measured_on.gemm_weights): nothing is repacked,
+    // so there is no batched fixed cost to fit (CpuBaseProfile sets it 0).
+    packed_weights_ = base.measured_on && base.measured_on->gemm_weights == "packed";
+    if (packed_weights_) held_[Ix().gemm_fixed] = true;
   }
 
   CalibrationFit Run();
@@ -199,6 +203,7 @@ class Fitter {
   const FitOptions& options_;
   DeviceProfile profile_;  // the working profile
   std::array<bool, kNumProfileParameters> held_{};
+  bool packed_weights_ = false;  // the rows are a packed-weights engine's
 };
 
 RowSplit Fitter::RowsOf(StepTerm term) const {
@@ -908,7 +913,12 @@ CalibrationFit Fitter::Run() {
       p.name = ProfileParameters()[index].name;
       p.base_value = Value(base_, index);
       p.unclamped_value = p.base_value;
-      if (held_[index]) p.why = "held at the base value (FitOptions::hold)";
+      if (held_[index]) {
+        p.why = packed_weights_ && index == ix.gemm_fixed
+                    ? "held at the base value: the rows' engine ran on packed weights, which it "
+                      "never repacks (measured_on.gemm_weights)"
+                    : "held at the base value (FitOptions::hold)";
+      }
       if (s.rows.fit.empty() && !held_[index]) {
         p.why = "no " + std::string(StepTermName(kTerms[t])) + " rows";
       }

@@ -14,7 +14,9 @@
 //                     gemm_roofline_exponent (the soft maximum's k) from six starting values
 //                     with the efficiencies refitted, and gemm_batched_fixed_ns from five
 //                     starting multiples of the weight-stream time, each kept only if it lowers
-//                     the cost — all on the rows the skinny kernel does not take. Then, on the
+//                     the cost (held at the base value for a base whose measured_on says the
+//                     engine ran on packed weights: those are never repacked) — all on the rows
+//                     the skinny kernel does not take. Then, on the
 //                     rows of 2 to gemm_skinny_max_tokens tokens (the base profile's; never
 //                     fitted), gemm_skinny_fixed_ns and gemm_skinny_ns_per_token: non-negative
 //                     least squares with the fitted weight stream as the fixed part.

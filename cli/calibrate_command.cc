@@ -167,8 +167,6 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
   base.measured_on = measured_on;
   calib::FitOptions fit_options;
   fit_options.rows_label = RowsPathOf(out_path).filename().string();
-  // Packed weights are never repacked: no batched fixed cost to fit (CpuBaseProfile sets it 0).
-  if (packed) fit_options.hold.emplace_back("gemm_batched_fixed_ns");
   calib::CalibrationFit fit = FitProfile(base, model, rows, fit_options);
   fit.profile.step_noise = calib::StepNoiseOf(
       measurements, "repetitions of the " + std::to_string(rows.size()) +
@@ -377,10 +375,6 @@ int Refit(const CalibrateCommandOptions& options, std::ostream& out) {
   calib::FitOptions fit_options;
   fit_options.rows_label = rows_label + " (refit, base " + base_text.display_name + ")";
   if (published) fit_options.fitted_source = ParameterSource::kPublished;
-  // Rows of an engine on packed weights: no batched (repacking) fixed cost, as calibration held.
-  if (base.measured_on && base.measured_on->gemm_weights == "packed") {
-    fit_options.hold.emplace_back("gemm_batched_fixed_ns");
-  }
   if (!options.fit_ratios.empty() && ratios.empty()) {
     throw std::invalid_argument("--fit-ratios needs ratio rows among the --refit files");
   }

@@ -218,10 +218,9 @@ class HostProbes {
       }
       if (profile.dense_flops_per_s > 0) profile_gemm_ = profile.dense_flops_per_s;
       quick_ = profile.measured_on->probes == "quick";
-      // The step probe runs the kernels as the measured runs will (the cpu engine factory
-      // applies the same settings, cli/engines.cc), from the first probe on.
+      // The step probe's engines run the kernels as the measured runs will (the cpu engine
+      // factory applies the same settings, cli/engines.cc).
       kernels_ = hw::WithProfileKernels({}, profile);
-      hw::ApplyKernelSettings(kernels_);
     }
     step_grid_ = StepProbeGrid();
     step_pool_blocks_ = calib::LargestStepBlocks(step_grid_);

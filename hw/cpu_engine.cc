@@ -73,6 +73,13 @@ CpuBackendOptions BackendOptions(const CpuEngineOptions& options) {
           options.packed_weights.value_or(DefaultPackedWeights(options.gemm_backend))};
 }
 
+// Sets the process-wide kernel settings `options` asks for (SetDecodePrefetchBytes,
+// SetGemmSkinnyRows); the constructor does this first.
+void ApplyKernelSettings(const CpuEngineOptions& options) {
+  if (options.decode_prefetch_bytes > 0) SetDecodePrefetchBytes(options.decode_prefetch_bytes);
+  if (options.gemm_skinny_rows) (void)SetGemmSkinnyRows(*options.gemm_skinny_rows);
+}
+
 }  // namespace
 
 CpuEngine::CpuEngine(const ModelConfig& model, uint64_t kv_cache_blocks, uint32_t block_tokens,
@@ -89,11 +96,6 @@ CpuEngineOptions WithProfileKernels(CpuEngineOptions options, const DeviceProfil
   options.gemm_skinny_rows = static_cast<uint32_t>(profile.gemm_skinny_max_tokens);
   options.packed_weights = profile.measured_on->gemm_weights == "packed";
   return options;
-}
-
-void ApplyKernelSettings(const CpuEngineOptions& options) {
-  if (options.decode_prefetch_bytes > 0) SetDecodePrefetchBytes(options.decode_prefetch_bytes);
-  if (options.gemm_skinny_rows) (void)SetGemmSkinnyRows(*options.gemm_skinny_rows);
 }
 
 CpuEngine::~CpuEngine() = default;

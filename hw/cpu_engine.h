@@ -66,12 +66,9 @@ struct CpuEngineOptions {
 // (gemm_skinny_max_tokens, for row-major weights; 0 = Eigen's product always, as every profile
 // calibrated before the kernel was measured). `feather run`'s cpu engine and `validate`'s step
 // probe use it, so that the engine runs the kernels the profile's rows were measured with. Other
-// profiles leave both.
+// profiles leave all three.
 [[nodiscard]] CpuEngineOptions WithProfileKernels(CpuEngineOptions options,
                                                   const DeviceProfile& profile);
-// Sets the process-wide kernel settings `options` asks for (SetDecodePrefetchBytes,
-// SetGemmSkinnyRows); the constructor does this first.
-void ApplyKernelSettings(const CpuEngineOptions& options);
 
 class CpuEngine final : public Engine {
  public:
@@ -92,6 +89,7 @@ class CpuEngine final : public Engine {
   [[nodiscard]] int num_threads() const { return backend_.num_threads(); }
   [[nodiscard]] size_t weight_bytes() const { return backend_.weight_bytes(); }
   [[nodiscard]] bool packed_weights() const { return backend_.packed_weights(); }
+  [[nodiscard]] size_t packed_weight_bytes() const { return backend_.packed_weight_bytes(); }
   [[nodiscard]] size_t kv_bytes() const { return backend_.kv_bytes(); }
 
   // For tests and verification: the last step's LM-head output, one sampled row per request of

@@ -295,6 +295,9 @@ TEST(CpuEngineTest, PackedAndRowMajorWeightsGiveTheSameLogits) {
     GTEST_SKIP() << "without avx2 + fma the engine runs OpenBLAS on row-major weights";
   }
   ASSERT_TRUE(packed.packed_weights());
+  // The memory guard's estimate is what packing allocated.
+  EXPECT_EQ(packed.packed_weight_bytes(), CpuPackedWeightBytes(model));
+  EXPECT_EQ(row_major.packed_weight_bytes(), 0u);
   for (const uint32_t requests : {1u, 2u, 5u, 12u}) {
     SyntheticBatchSpec spec;
     spec.decode_requests = requests;
