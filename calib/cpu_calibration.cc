@@ -3,6 +3,7 @@
 #include "calib/cpu_calibration.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <memory>
 #include <numeric>
 #include <sstream>
@@ -120,11 +121,20 @@ size_t DramProbeBytes(size_t llc_bytes) {
   return std::max(hw::BandwidthOptions{}.array_bytes, 8 * llc_bytes);
 }
 
-Probes RunProbes(int threads, hw::GemmBackend backend, size_t llc_bytes) {
-  Probes probes;
+namespace {
+
+hw::BandwidthOptions DramProbeOptions(int threads, size_t llc_bytes) {
   hw::BandwidthOptions dram;
   dram.array_bytes = DramProbeBytes(llc_bytes);
   dram.num_threads = threads;
+  return dram;
+}
+
+}  // namespace
+
+Probes RunProbes(int threads, hw::GemmBackend backend, size_t llc_bytes) {
+  Probes probes;
+  const hw::BandwidthOptions dram = DramProbeOptions(threads, llc_bytes);
   probes.dram = hw::MeasureReadBandwidth(dram);
   hw::BandwidthOptions llc = dram;
   llc.array_bytes = std::max<size_t>(llc_bytes / 4, size_t{1} << 20);
@@ -132,6 +142,12 @@ Probes RunProbes(int threads, hw::GemmBackend backend, size_t llc_bytes) {
   probes.llc = hw::MeasureReadBandwidth(llc);
   probes.gemm_peak = hw::MeasurePeakGemmFlops(backend, threads, hw::PeakGemmOptions{});
   return probes;
+}
+
+void ProbeDramBetweenPasses(Probes& probes, int threads, size_t llc_bytes) {
+  const hw::BandwidthResult again = hw::MeasureReadBandwidth(DramProbeOptions(threads, llc_bytes));
+  probes.dram_between_passes.push_back(again.bytes_per_s);
+  if (again.bytes_per_s > probes.dram.bytes_per_s) probes.dram = again;
 }
 
 DeviceProfile CpuBaseProfile(const Probes& probes, const HostInfo& host, int threads,
@@ -159,10 +175,22 @@ DeviceProfile CpuBaseProfile(const Probes& probes, const HostInfo& host, int thr
       "RAM budget for the CPU engine's weights and KV: min(4 GiB, a quarter of RAM)");
   set("activation_reserve_bytes", 256.0 * (1 << 20), ParameterSource::kAssumed,
       "activations and scratch of the CPU engine at the largest step; a typical figure");
+  std::string rereads;
+  if (!probes.dram_between_passes.empty()) {
+    const auto [low, high] =
+        std::minmax_element(probes.dram_between_passes.begin(), probes.dram_between_passes.end());
+    char range[160];
+    std::snprintf(range, sizeof range,
+                  "; the fastest of the probe before the grid and after each of its %zu timed "
+                  "passes (those read %.1f-%.1f GB/s)",
+                  probes.dram_between_passes.size(), *low / 1e9, *high / 1e9);
+    rereads = range;
+  }
   set("dram_bw_bytes_per_s", probes.dram.bytes_per_s, ParameterSource::kMeasured,
       "read bandwidth of " + std::to_string(probes.dram.array_bytes >> 20) + " MiB with " +
           std::to_string(probes.dram.num_threads) + " threads, best of " +
-          std::to_string(probes.dram.repetitions) + " (hw/probes.h MeasureReadBandwidth)");
+          std::to_string(probes.dram.repetitions) + " (hw/probes.h MeasureReadBandwidth)" +
+          rereads);
   set("dense_flops_per_s", probes.gemm_peak.flops_per_s, ParameterSource::kMeasured,
       "peak fp32 GEMM FLOP/s, " + std::string(hw::GemmBackendName(probes.gemm_peak.backend)) +
           (probes.gemm_peak.packed ? " packed" : "") + " " + std::to_string(probes.gemm_peak.m) +
@@ -226,7 +254,8 @@ std::vector<StepMeasurement> MeasureCpuGrid(std::vector<GridPoint>& grid, const 
                                             hw::GemmBackend backend, int repetitions,
                                             const std::function<void()>& after_step,
                                             const std::function<void(int pass)>& after_pass,
-                                            const hw::CpuEngineOptions& engine_options) {
+                                            const hw::CpuEngineOptions& engine_options,
+                                            bool primed) {
   std::unique_ptr<hw::CpuEngine> engines[2];  // [0] without cascade, [1] with
   std::vector<MeasuredEngine> measured_engines(2);
   for (const bool cascade : {false, true}) {
@@ -253,6 +282,7 @@ std::vector<StepMeasurement> MeasureCpuGrid(std::vector<GridPoint>& grid, const 
   options.repetitions = repetitions;
   options.after_step = after_step;
   options.after_pass = after_pass;
+  options.primed = primed;
   return MeasureSteps(measured_engines, steps, model, options);
 }
 

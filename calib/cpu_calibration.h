@@ -45,9 +45,12 @@ struct GridPoint {
 [[nodiscard]] std::vector<GridPoint> CalibrationGrid(bool quick);
 
 struct Probes {
-  hw::BandwidthResult dram;
+  hw::BandwidthResult dram;  // the fastest DRAM probe: before the grid or between its passes
   hw::BandwidthResult llc;
   hw::GemmFlopsResult gemm_peak;
+  // The DRAM probe's reads between the grid's passes (bytes/s, ProbeDramBetweenPasses), in order;
+  // empty when calibration took none.
+  std::vector<double> dram_between_passes;
 };
 
 // The DRAM probe's array: eight times the LLC (llc_bytes, as the host reports it; 0 when
@@ -60,6 +63,14 @@ struct Probes {
 // gives ~32, and 3 x 5 ms GEMM products read a peak of 33.7 GFLOP/s where it is ~200, and the fit
 // anchored on them missed by 218 %. The full probes add about a second.
 [[nodiscard]] Probes RunProbes(int threads, hw::GemmBackend backend, size_t llc_bytes);
+
+// Reads the DRAM probe again (RunProbes' settings, about half a second) and keeps it in
+// `probes.dram` when it is faster. Calibration calls it after every timed pass of the grid: on
+// the 2-vCPU Zen 5 VM the probe read 33.6 GB/s before a grid whose weight streams ran at about
+// 45 GB/s (2026-11-29), and the fit, which holds the bandwidth efficiencies at or below 1 of the
+// probe, then missed its hold-out rows by 15.6 %. The fastest read over the grid's minutes is
+// the peak its rows could have seen.
+void ProbeDramBetweenPasses(Probes& probes, int threads, size_t llc_bytes);
 
 // The starting profile of a CPU fit: memory budget, peaks from the probes, sm_count = threads,
 // and the engine's GEMM regime: with `packed_weights` (the engine multiplies every linear layer
@@ -79,12 +90,13 @@ struct Probes {
 // Measures every grid point (its spec's pool_blocks set to `pool_blocks`) on CPU engines of
 // `model` with `threads` threads, `repetitions` timed passes; after_step / after_pass as in
 // HarnessOptions. The engines take `engine_options` (kernel settings: the weights' layout, the
-// skinny rows, the prefetch) with the thread count, cascade and `backend` set here. Returns the
-// measurements in grid order (RowsOf gives the rows, StepNoiseOf the spread per term).
+// skinny rows, the prefetch) with the thread count, cascade and `backend` set here; `primed` as
+// HarnessOptions::primed. Returns the measurements in grid order (RowsOf gives the rows,
+// StepNoiseOf the spread per term).
 [[nodiscard]] std::vector<StepMeasurement> MeasureCpuGrid(
     std::vector<GridPoint>& grid, const ModelConfig& model, uint64_t pool_blocks, int threads,
     hw::GemmBackend backend, int repetitions, const std::function<void()>& after_step,
     const std::function<void(int pass)>& after_pass,
-    const hw::CpuEngineOptions& engine_options = {});
+    const hw::CpuEngineOptions& engine_options = {}, bool primed = false);
 
 }  // namespace feather::calib

@@ -59,6 +59,10 @@ std::vector<StepMeasurement> MeasureSteps(std::span<const MeasuredEngine> engine
   const auto execute = [&](size_t i, int pass) {
     Engine& engine = *engines[steps[i].engine].engine;
     const BatchPlan& plan = *steps[i].plan;
+    if (pass > 0 && options.primed) {
+      measured[i].unprimed.push_back(engine.Execute(plan));
+      if (options.after_step) options.after_step();
+    }
     StepTiming timing;
     if (pass == 0 || !options.perf_counters) {
       timing = engine.Execute(plan);
@@ -162,6 +166,16 @@ std::vector<MeasuredStep> RowsOf(std::span<const StepMeasurement> measurements) 
   std::vector<MeasuredStep> rows;
   rows.reserve(measurements.size());
   for (const StepMeasurement& m : measurements) rows.push_back(m.row);
+  return rows;
+}
+
+std::vector<MeasuredStep> UnprimedRowsOf(std::span<const StepMeasurement> measurements) {
+  std::vector<MeasuredStep> rows;
+  rows.reserve(measurements.size());
+  for (const StepMeasurement& m : measurements) {
+    if (m.unprimed.empty()) return {};
+    rows.push_back({m.row.shape, hw::MedianByTotal(m.unprimed)});
+  }
   return rows;
 }
 

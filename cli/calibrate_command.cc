@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <limits>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <numeric>
@@ -67,6 +68,52 @@ fs::path WritePasses(const std::vector<std::string>& labels,
   return path;
 }
 
+// With primed rows: PROFILE-unprimed-rows.csv beside PROFILE.yaml (the same grid timed after the
+// previous grid point in the same passes, priced by the fitted profile; `calibrate --refit` reads
+// it), and one line of what the order changed: per class of new tokens, the median over its rows
+// of primed / unprimed step time.
+void WriteUnprimedRows(const std::vector<std::string>& labels,
+                       std::span<const calib::StepMeasurement> measurements,
+                       const DeviceProfile& profile, const ModelConfig& model,
+                       const calib::FitOptions& fit_options, const fs::path& profile_path,
+                       std::ostream& out) {
+  const std::vector<MeasuredStep> unprimed = calib::UnprimedRowsOf(measurements);
+  if (unprimed.empty()) return;
+  const fs::path path = BesideProfile(profile_path, "-unprimed-rows.csv");
+  WriteFileAtomically(path, calib::RowsToCsv(labels, unprimed, StepPricer(profile, model),
+                                             fit_options.holdout_every));
+  struct Class {
+    const char* name;
+    double max_tokens;
+    std::vector<double> ratios;
+  };
+  std::vector<Class> classes = {{"1 token", 1, {}},
+                                {"2-8", 8, {}},
+                                {"9-128", 128, {}},
+                                {"over 128", std::numeric_limits<double>::infinity(), {}}};
+  for (size_t i = 0; i < measurements.size(); ++i) {
+    const double after_itself = static_cast<double>(measurements[i].row.measured.total_ns);
+    const double after_other = static_cast<double>(unprimed[i].measured.total_ns);
+    if (after_other <= 0) continue;
+    for (Class& c : classes) {
+      if (measurements[i].row.shape.new_tokens <= c.max_tokens) {
+        c.ratios.push_back(after_itself / after_other);
+        break;
+      }
+    }
+  }
+  out << "step order (median of each row's time right after itself / after the previous grid "
+         "point, by new tokens):";
+  for (Class& c : classes) {
+    if (c.ratios.empty()) continue;
+    const auto middle = c.ratios.begin() + static_cast<std::ptrdiff_t>(c.ratios.size() / 2);
+    std::nth_element(c.ratios.begin(), middle, c.ratios.end());
+    out << ' ' << c.name << ' ' << std::fixed << std::setprecision(3) << *middle << " ("
+        << c.ratios.size() << " rows);";
+  }
+  out << "\nunprimed rows: " << path.string() << "\n";
+}
+
 // Writes the fitted profile and its rows (atomically) and prints the fit report.
 void WriteFitOutputs(const calib::CalibrationFit& fit, const ModelConfig& model,
                      const std::vector<std::string>& labels, const std::vector<MeasuredStep>& rows,
@@ -100,7 +147,7 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
                                    : options.out_path;
 
   out << "probing bandwidth and GEMM peak (" << threads << " threads)...\n" << std::flush;
-  const calib::Probes probes = calib::RunProbes(threads, backend, host.caches.l3_bytes);
+  calib::Probes probes = calib::RunProbes(threads, backend, host.caches.l3_bytes);
   ThrowIfInterrupted();
   out << "  DRAM read " << probes.dram.bytes_per_s / 1e9 << " GB/s, LLC read "
       << probes.llc.bytes_per_s / 1e9 << " GB/s, GEMM peak " << probes.gemm_peak.flops_per_s / 1e9
@@ -138,11 +185,18 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
   const auto progress = [&](int pass) {
     out << "\r  measured pass " << pass << "/" << repetitions << " over " << grid.size()
         << " steps" << (pass == 0 ? " (warm-up)" : "") << std::flush;
+    if (pass > 0) calib::ProbeDramBetweenPasses(probes, threads, host.caches.l3_bytes);
   };
+  const bool primed = options.primed;
   const std::vector<calib::StepMeasurement> measurements = calib::MeasureCpuGrid(
       grid, model, pool_blocks, threads, backend, repetitions, [] { ThrowIfInterrupted(); },
-      progress);
+      progress, {}, primed);
   out << '\n';
+  const auto [dram_low, dram_high] =
+      std::minmax_element(probes.dram_between_passes.begin(), probes.dram_between_passes.end());
+  out << "  DRAM read between passes " << *dram_low / 1e9 << "-" << *dram_high / 1e9
+      << " GB/s; the profile takes the fastest read, " << probes.dram.bytes_per_s / 1e9
+      << " GB/s\n";
   const std::vector<MeasuredStep> rows = calib::RowsOf(measurements);
 
   const bool packed = hw::DefaultPackedWeights(backend);  // as MeasureCpuGrid's engines hold them
@@ -164,20 +218,23 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
   measured_on.probes = "full";  // also with --quick (calib::RunProbes says why)
   measured_on.decode_prefetch_bytes = tuning.best_bytes;
   measured_on.gemm_weights = packed ? "packed" : "row-major";
+  measured_on.row_order = primed ? "primed" : "interleaved";
   base.measured_on = measured_on;
   calib::FitOptions fit_options;
   fit_options.rows_label = RowsPathOf(out_path).filename().string();
   calib::CalibrationFit fit = FitProfile(base, model, rows, fit_options);
   fit.profile.step_noise = calib::StepNoiseOf(
       measurements, "repetitions of the " + std::to_string(rows.size()) +
-                        " calibration steps in interleaved passes (calib/harness.h): per term, "
-                        "repetition / median repetition - 1, pooled over the steps");
+                        " calibration steps in interleaved passes (calib/harness.h" +
+                        (primed ? ", each right after an untimed run of itself" : "") +
+                        "): per term, repetition / median repetition - 1, pooled over the steps");
 
   std::vector<std::string> labels;
   for (const calib::GridPoint& point : grid) labels.push_back(point.label);
   const fs::path passes_path = WritePasses(labels, measurements, out_path);
   WriteFitOutputs(fit, model, labels, rows, fit_options, out_path, started, out);
   out << "every timed repetition: " << passes_path.string() << "\n";
+  WriteUnprimedRows(labels, measurements, fit.profile, model, fit_options, out_path, out);
   return 0;
 }
 

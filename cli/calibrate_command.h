@@ -1,21 +1,26 @@
 // calibrate_command.h: `feather calibrate`, which measures this machine and fits a profile.
 //
-//   feather calibrate --target cpu [--quick] [--out PROFILE.yaml] [--model NAME|FILE]
-//                     [--threads N] [--json]
+//   feather calibrate --target cpu [--quick] [--primed] [--out PROFILE.yaml]
+//                     [--model NAME|FILE] [--threads N] [--json]
 //
-// 1. Probes: read bandwidth from DRAM (arrays ≫ LLC) → dram_bw_bytes_per_s, read bandwidth of
+// 1. Probes: read bandwidth from DRAM (arrays ≫ LLC; read again after every timed pass of the
+//    grid, the fastest read kept) → dram_bw_bytes_per_s, read bandwidth of
 //    an LLC-resident array → the starting l2_bw_bytes_per_s, peak GEMM FLOP/s of the engine's
 //    GEMM backend → dense_flops_per_s, threads → sm_count (the "SMs" of vLLM's cascade rule).
 // 2. Rows: a grid of synthetic steps (hw/synthetic_batch.h) — decode batches of 1 to 128
 //    requests over private or shared contexts (1 to 20 prefix groups, grouped or shuffled,
 //    cascade on and off), prefill chunks after cached contexts, and mixed steps — executed on the
 //    real CPU engine (hw/cpu_engine.h) with the calibration model, each the median of several
-//    repetitions after a warm-up. Quick mode runs a subset with fewer repetitions (≤ 3 minutes
-//    with the probes); full mode the whole grid (≤ 30 minutes).
+//    repetitions after a warm-up (--primed: each repetition right after an untimed run of the
+//    same step). Quick mode runs a subset with fewer repetitions
+//    (≤ 3 minutes with the probes); full mode the whole grid (≤ 30 minutes).
 // 3. Fit (calib/fit.h): every term on its own measured time; every 5th row held out.
 // Writes PROFILE.yaml (default out/calibrate/cpu.yaml; `source: measured` per fitted field,
 // `measured_on` and `fit` sections) and PROFILE's rows beside it (PROFILE-rows.csv, format in
-// calib/rows_csv.h: one row per step: shape, measured terms, predicted total), both atomically.
+// calib/rows_csv.h: one row per step: shape, measured terms, predicted total), both atomically,
+// with every timed repetition (PROFILE-passes.csv) and, with --primed, the priming runs' rows
+// (PROFILE-unprimed-rows.csv: the grid timed after the previous grid point, in the same passes;
+// the printed "step order" line says what the order changed).
 //
 //   feather calibrate --target cuda [--quick] [--out PROFILE.yaml] [--model M] [--stamp PATH]
 //
@@ -47,6 +52,13 @@ namespace feather {
 struct CalibrateCommandOptions {
   std::string target = "cpu";
   bool quick = false;
+  // --primed: time each grid point right after an untimed run of itself (calib/harness.h
+  // HarnessOptions::primed; measured_on.row_order: primed), and write the untimed runs' rows too
+  // (PROFILE-unprimed-rows.csv), measured in the same passes, with a line comparing the two
+  // orders. Twice the grid's time. Off: each point timed after the previous one (interleaved).
+  // On the 2-vCPU Zen 5 VM the order moved the median row by 0.3-2 % (2026-11-29,
+  // results/validation/issue-20-primed), so the default stays the cheaper order.
+  bool primed = false;
   std::string out_path;              // empty: out/calibrate/<target>[-quick].yaml
   std::string model = "cpu-small";   // a built-in model name or a model file
   int threads = 0;                   // 0: every CPU this process may use

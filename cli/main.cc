@@ -425,6 +425,9 @@ int Main(int argc, char** argv) {
       ->needs(refit_option);
   calibrate->add_flag("--quick", calibrate_options.quick,
                       "A smaller grid, the same probes (about 1 minute; for CI)");
+  calibrate->add_flag("--primed", calibrate_options.primed,
+                      "Time each grid point right after an untimed run of itself, and write the "
+                      "untimed runs' rows too (twice the grid's time; compares the two orders)");
   calibrate->add_option("--out", calibrate_options.out_path,
                         "Profile to write (default: out/calibrate/cpu[-quick].yaml)");
   calibrate->add_option("--model", calibrate_options.model,

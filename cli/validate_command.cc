@@ -221,6 +221,8 @@ class HostProbes {
       // The step probe's engines run the kernels as the measured runs will (the cpu engine
       // factory applies the same settings, cli/engines.cc).
       kernels_ = hw::WithProfileKernels({}, profile);
+      // ... and orders its timed runs as calibration did, so its ratio compares like with like.
+      primed_ = profile.measured_on->row_order == "primed";
     }
     step_grid_ = StepProbeGrid();
     step_pool_blocks_ = calib::LargestStepBlocks(step_grid_);
@@ -282,6 +284,7 @@ class HostProbes {
 
  private:
   hw::CpuEngineOptions kernels_;  // the profile's kernel settings, for the step probe's engines
+  bool primed_ = false;           // the profile's measured_on.row_order is "primed"
   struct Probe {
     std::string at;
     double read_bw = 0;
@@ -298,9 +301,9 @@ class HostProbes {
   // divides the measured step time (total, and the gemm term alone) by the profile's price of
   // the same shapes: > 1 means the engine runs slower now than the profile says.
   void TakeStepProbe(Probe& probe) {
-    const std::vector<calib::StepMeasurement> steps =
-        calib::MeasureCpuGrid(step_grid_, model_, step_pool_blocks_, threads_,
-                              hw::DefaultGemmBackend(), 3, ThrowIfInterrupted, {}, kernels_);
+    const std::vector<calib::StepMeasurement> steps = calib::MeasureCpuGrid(
+        step_grid_, model_, step_pool_blocks_, threads_, hw::DefaultGemmBackend(), 3,
+        ThrowIfInterrupted, {}, kernels_, primed_);
     double measured = 0, priced = 0, measured_gemm = 0, priced_gemm = 0;
     double measured_small = 0, priced_small = 0;
     for (const calib::StepMeasurement& step : steps) {

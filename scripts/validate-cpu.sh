@@ -1,14 +1,16 @@
 #!/usr/bin/env bash
 # validate-cpu.sh: calibrate this machine's CPU profile, then validate the three shipped
 # validation scenarios against it (issue 20), recording the machine's load beside every step.
-#   scripts/validate-cpu.sh OUT_DIR [--quick] [--repeat N] [--model-repeat M] [--requests R]
+#   scripts/validate-cpu.sh OUT_DIR [--quick] [--primed] [--repeat N] [--model-repeat M]
+#                           [--requests R]
 #                           [--profile PROFILE.yaml]   (skip calibration, validate against it)
 #                           [--allow-foreign-profile]  (passed to validate: on a loaded VM the
 #                           DRAM probe of the same host can drift past hw/foreign_host.h's 40 %)
-# Writes OUT_DIR/cpu.yaml + cpu-rows.csv + cpu-passes.csv (calibrate), OUT_DIR/<scenario>/ (validate: its
-# validation.json, same-plan-rows.csv, run folders), OUT_DIR/host.json (`feather info --json`)
-# and OUT_DIR/load.log: `uptime` before and after each command, since on a shared VM the load
-# decides what a figure means. --requests R scales the scenarios down (the smallest case that
+# --quick and --primed go to calibrate. Writes OUT_DIR/cpu.yaml + cpu-rows.csv +
+# cpu-passes.csv (calibrate), OUT_DIR/<scenario>/ (validate: its validation.json,
+# same-plan-rows.csv, run folders), OUT_DIR/host.json (`feather info --json`) and
+# OUT_DIR/load.log: `uptime` before and after each command, since on a shared VM the load decides
+# what a figure means. --requests R scales the scenarios down (the smallest case that
 # reproduces an effect, when a full run is too expensive under load).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -18,6 +20,7 @@ allow=(); quick=(); repeat=3; model_repeat=""; requests=(); profile=""
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) quick=(--quick); shift ;;
+    --primed) quick+=(--primed); shift ;;
     --repeat) repeat="$2"; shift 2 ;;
     --model-repeat) model_repeat="$2"; shift 2 ;;
     --requests) requests=(--set "workload.requests=$2"); shift 2 ;;

@@ -67,6 +67,11 @@ struct ProfileMeasuredOn {
   // skinny kernel up to gemm_skinny_max_tokens). Empty = not recorded (profiles before
   // 2026-11-29, GPU profiles): row-major. The CPU engine holds them as the profile says.
   std::string gemm_weights = {};
+  // How calibration ordered its timed runs (calib/harness.h HarnessOptions::primed): "primed"
+  // (each row timed right after an untimed run of the same step, as serving runs like after
+  // like) or "interleaved" (after the previous grid point). Empty = not recorded (profiles
+  // before 2026-11-29): interleaved. validate's step probe times its steps the same way.
+  std::string row_order = {};
   friend bool operator==(const ProfileMeasuredOn&, const ProfileMeasuredOn&) = default;
 };
 

@@ -140,6 +140,11 @@ void ReadMeasuredOn(MapReader& root, DeviceProfile& profile) {
     reader.Add(reader.Value("gemm_weights"), "gemm_weights",
                "expected packed or row-major, got '" + m.gemm_weights + "'");
   }
+  reader.String("row_order", m.row_order);
+  if (!m.row_order.empty() && m.row_order != "primed" && m.row_order != "interleaved") {
+    reader.Add(reader.Value("row_order"), "row_order",
+               "expected primed or interleaved, got '" + m.row_order + "'");
+  }
   if (!m.probes.empty() && m.probes != "full" && m.probes != "quick") {
     reader.Add(reader.Value("probes"), "probes", "expected full or quick, got '" + m.probes + "'");
   }
@@ -392,6 +397,7 @@ std::string DeviceProfileToYaml(const DeviceProfile& profile) {
       out += "  decode_prefetch_bytes: " + std::to_string(m->decode_prefetch_bytes) + "\n";
     }
     if (!m->gemm_weights.empty()) out += "  gemm_weights: " + m->gemm_weights + "\n";
+    if (!m->row_order.empty()) out += "  row_order: " + m->row_order + "\n";
   }
   if (const std::optional<ProfileFit>& fit = profile.fit) {
     out += "fit:\n";

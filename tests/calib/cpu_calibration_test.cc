@@ -1,6 +1,6 @@
 // Tests of calib/cpu_calibration.h: the attention kernel path a CPU calibration records
 // (measured_on.kernel_variant) is the tile step the kernels actually run, and the base profile
-// records the skinny GEMM rows the engine's products run with.
+// records the skinny GEMM rows the engine's products run with and the fastest DRAM read.
 #include "calib/cpu_calibration.h"
 
 #include <gtest/gtest.h>
@@ -77,6 +77,31 @@ TEST(CpuCalibrationTest, BaseProfileRecordsTheSkinnyGemmRowsInUse) {
   (void)hw::SetGemmSkinnyRows(6);
   EXPECT_EQ(CpuBaseProfile(probes, host, 2, /*packed_weights=*/true).gemm_skinny_max_tokens, 0);
   (void)hw::SetGemmSkinnyRows(before);
+}
+
+// The DRAM probe read between the grid's passes replaces the profile's only when faster, every
+// read is kept, and the base profile's note gives their range.
+TEST(CpuCalibrationTest, DramProbeBetweenPassesKeepsTheFastestRead) {
+  Probes probes;
+  probes.dram.bytes_per_s = 1;  // slower than any real read
+  probes.llc.bytes_per_s = 100e9;
+  probes.gemm_peak.flops_per_s = 200e9;
+  ProbeDramBetweenPasses(probes, 2, 0);
+  ASSERT_EQ(probes.dram_between_passes.size(), 1u);
+  EXPECT_GT(probes.dram.bytes_per_s, 1);
+  EXPECT_EQ(probes.dram.bytes_per_s, probes.dram_between_passes[0]);
+  probes.dram.bytes_per_s = 1e15;  // faster than any real read
+  ProbeDramBetweenPasses(probes, 2, 0);
+  ASSERT_EQ(probes.dram_between_passes.size(), 2u);
+  EXPECT_EQ(probes.dram.bytes_per_s, 1e15);
+  const DeviceProfile p = CpuBaseProfile(probes, HostInfo{}, 2);
+  for (size_t i = 0; i < kNumProfileParameters; ++i) {
+    if (ProfileParameters()[i].name == "dram_bw_bytes_per_s") {
+      EXPECT_EQ(p.dram_bw_bytes_per_s, 1e15);
+      EXPECT_NE(p.origins[i].note.find("after each of its 2 timed passes"), std::string::npos)
+          << p.origins[i].note;
+    }
+  }
 }
 
 }  // namespace

@@ -1,7 +1,7 @@
 // harness_test.cc: the engine-agnostic measurement harness (calib/harness.h) over a fake Engine:
 // shapes named by ShapeStep with the engine's switches, the median repetition kept whole, the
-// per-step and per-pass hooks, a cascade decision that disagrees with the shape caught, and the
-// rows written by calib/rows_csv.h read back as `calibrate --refit` reads them.
+// per-step and per-pass hooks, primed runs, a cascade decision that disagrees with the shape
+// caught, and the rows written by calib/rows_csv.h read back as `calibrate --refit` reads them.
 #include "calib/harness.h"
 
 #include <gtest/gtest.h>
@@ -166,6 +166,43 @@ TEST(Harness, StepNoiseOfPoolsTheRepetitionsPerTerm) {
   const ProfileStepNoise mixed = StepNoiseOf(rotating, "");
   EXPECT_EQ(mixed.terms[0].drift_rel_stdev, 0.0);
   EXPECT_NEAR(mixed.terms[0].rel_stdev, 0.02, 1e-12);  // 9 each of −0.02, 0, 0.02
+}
+
+// Primed: every timed run follows an untimed run of the same step (after the warm-up pass), so
+// the fake's sequence 100, 300, 200, 100, ... gives the warm-up 100, then primers 300 / 100 / 200
+// and timed runs 200 / 300 / 100; unprimed, the timed runs would be 300 / 200 / 100.
+TEST(Harness, PrimedRunsTimeEachStepRightAfterAnUntimedRunOfItself) {
+  const ModelConfig model = LoadModelConfig(kSource + "/scenarios/models/cpu-small.yaml");
+  const hw::SyntheticBatch batch = SharedBatch();
+  for (const bool primed : {false, true}) {
+    FakeEngine engine(false);
+    const std::vector<MeasuredEngine> engines = {{&engine, false, 2}};
+    const std::vector<HarnessStep> steps = {{&batch.plan, 0}};
+    int step_calls = 0;
+    HarnessOptions options;
+    options.repetitions = 3;
+    options.primed = primed;
+    options.after_step = [&] { ++step_calls; };
+    const std::vector<StepMeasurement> measured = MeasureSteps(engines, steps, model, options);
+    ASSERT_EQ(measured.size(), 1u);
+    std::vector<int64_t> totals;
+    for (const StepTiming& t : measured[0].repetitions) totals.push_back(t.total_ns);
+    EXPECT_EQ(engine.calls_, primed ? 7 : 4);
+    EXPECT_EQ(step_calls, engine.calls_);
+    EXPECT_EQ(totals, primed ? (std::vector<int64_t>{200, 300, 100})
+                             : (std::vector<int64_t>{300, 200, 100}));
+    std::vector<int64_t> primers;
+    for (const StepTiming& t : measured[0].unprimed) primers.push_back(t.total_ns);
+    EXPECT_EQ(primers, primed ? (std::vector<int64_t>{300, 100, 200}) : std::vector<int64_t>{});
+    // Their rows: the shape, and the median priming run (200) whole.
+    const std::vector<MeasuredStep> unprimed_rows = UnprimedRowsOf(measured);
+    ASSERT_EQ(unprimed_rows.size(), primed ? 1u : 0u);
+    if (primed) {
+      EXPECT_EQ(unprimed_rows[0].shape.decode_requests, measured[0].row.shape.decode_requests);
+      EXPECT_EQ(unprimed_rows[0].measured.total_ns, 200);
+      EXPECT_EQ(unprimed_rows[0].measured.term(StepTerm::kGemm), 200);
+    }
+  }
 }
 
 TEST(HarnessDeathTest, AnEngineThatDisagreesWithItsShapeAborts) {

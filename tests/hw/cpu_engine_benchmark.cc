@@ -135,5 +135,49 @@ BENCHMARK(BM_DecodeStep)
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
+// One decode step of `requests` requests without sharing, timed after a step of another kind:
+// predecessor 0 = the same step, 1 = a decode step of 128 requests, 2 = a 512-token prefill chunk
+// after 1,000 cached tokens. Calibration times each grid point after a different one (its
+// interleaved passes); serving runs a step after one nearly like it. The gap between
+// predecessors is what that ordering costs the rows.
+void BM_StepAfter(benchmark::State& state) {
+  const auto requests = static_cast<uint32_t>(state.range(0));
+  const auto predecessor = static_cast<int>(state.range(1));
+  SyntheticBatchSpec spec;
+  spec.block_tokens = kBlockTokens;
+  spec.decode_requests = requests;
+  spec.suffix_tokens = kContextTokens;
+  spec.pool_blocks = kPoolBlocks;
+  const SyntheticBatch timed = MakeSyntheticBatch(spec);
+  SyntheticBatchSpec before = spec;
+  if (predecessor == 1) {
+    before.decode_requests = kMaxRequests;
+  } else if (predecessor == 2) {
+    before.decode_requests = 0;
+    before.prefill_requests = 1;
+    before.prefill_context_tokens = kContextTokens;
+    before.prefill_chunk_tokens = 512;
+  }
+  before.seed = 2;
+  const SyntheticBatch first = MakeSyntheticBatch(before);
+  CpuEngine& engine = EngineFor(true, GemmBackend::kEigen);
+  (void)engine.Execute(first.plan);
+  (void)engine.Execute(timed.plan);
+  double gemm_ns = 0;
+  for (auto _ : state) {
+    (void)engine.Execute(predecessor == 0 ? timed.plan : first.plan);
+    const StepTiming t = engine.Execute(timed.plan);
+    gemm_ns += static_cast<double>(t.term_ns[static_cast<size_t>(StepTerm::kGemm)]);
+    state.SetIterationTime(static_cast<double>(t.total_ns) * 1e-9);
+  }
+  state.counters["gemm_ms"] = gemm_ns / static_cast<double>(state.iterations()) * 1e-6;
+}
+
+BENCHMARK(BM_StepAfter)
+    ->ArgsProduct({{1, 8}, {0, 1, 2}})
+    ->ArgNames({"requests", "predecessor"})
+    ->Unit(benchmark::kMillisecond)
+    ->UseManualTime();
+
 }  // namespace
 }  // namespace feather::hw

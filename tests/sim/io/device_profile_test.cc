@@ -310,6 +310,7 @@ DeviceProfile SmallWrittenProfile() {
   p.measured_on->probes = "quick";
   p.measured_on->decode_prefetch_bytes = 4096;
   p.measured_on->gemm_weights = "packed";
+  p.measured_on->row_order = "primed";
   ProfileFit fit;
   fit.fit_mape = 0.0123456789012345678;
   fit.holdout_mape = 0.02;
@@ -402,6 +403,7 @@ TEST(DeviceProfileWriter, MeasuredOnErrorsNameLineAndKey) {
   text = Replaced(text, "    git_rev: \"0123456789ab\"\n", "    git_sha: x\n");
   text = Replaced(text, "  threads: 2\n", "  threads: 0\n  cores: 2\n");
   text = Replaced(text, "  probes: quick\n", "  probes: fast\n");
+  text = Replaced(text, "  row_order: primed\n", "  row_order: shuffled\n");
   const auto problems = ProblemsOf([&] { (void)ParseDeviceProfile(text, "m.yaml"); });
   const std::string all = Render(problems);
   EXPECT_TRUE(
@@ -418,7 +420,10 @@ TEST(DeviceProfileWriter, MeasuredOnErrorsNameLineAndKey) {
   EXPECT_TRUE(Has(problems, LineOfText(text, "probes: fast"), "measured_on.probes",
                   "expected full or quick, got 'fast'"))
       << all;
-  EXPECT_EQ(problems.size(), 6u) << all;
+  EXPECT_TRUE(Has(problems, LineOfText(text, "row_order: shuffled"), "measured_on.row_order",
+                  "expected primed or interleaved, got 'shuffled'"))
+      << all;
+  EXPECT_EQ(problems.size(), 7u) << all;
 
   const auto missing = ProblemsOf([] {
     (void)ParseDeviceProfile(GoldenWith("  kernel_variant: \"avx2+fma, openmp 2 threads, "
