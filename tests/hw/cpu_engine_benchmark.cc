@@ -139,7 +139,11 @@ BENCHMARK(BM_DecodeStep)
 // predecessor 0 = the same step, 1 = a decode step of 128 requests, 2 = a 512-token prefill chunk
 // after 1,000 cached tokens. Calibration times each grid point after a different one (its
 // interleaved passes); serving runs a step after one nearly like it. The gap between
-// predecessors is what that ordering costs the rows.
+// predecessors is what that ordering costs the rows. runs_before = k > 0 (with the prefill
+// predecessor) runs the timed step k more times, untimed, between the predecessor and the timed
+// run: whether an effect of the predecessor outlasts one step (calibrate --primed primes once).
+// Measured: Zen 5 VM (2026-11-29) 4.99 / 5.32 / 5.86 ms after predecessor 0 / 1 / 2; Zen 4 VM
+// (2026-12-01, 8 repetitions, cv 10-21 %) 7.38 / 7.56 / 7.66 ms: within the noise there.
 void BM_StepAfter(benchmark::State& state) {
   const auto requests = static_cast<uint32_t>(state.range(0));
   const auto predecessor = static_cast<int>(state.range(1));
@@ -163,9 +167,11 @@ void BM_StepAfter(benchmark::State& state) {
   CpuEngine& engine = EngineFor(true, GemmBackend::kEigen);
   (void)engine.Execute(first.plan);
   (void)engine.Execute(timed.plan);
+  const auto runs_before = static_cast<int>(state.range(2));
   double gemm_ns = 0;
   for (auto _ : state) {
     (void)engine.Execute(predecessor == 0 ? timed.plan : first.plan);
+    for (int k = 0; k < runs_before; ++k) (void)engine.Execute(timed.plan);
     const StepTiming t = engine.Execute(timed.plan);
     gemm_ns += static_cast<double>(t.term_ns[static_cast<size_t>(StepTerm::kGemm)]);
     state.SetIterationTime(static_cast<double>(t.total_ns) * 1e-9);
@@ -174,8 +180,9 @@ void BM_StepAfter(benchmark::State& state) {
 }
 
 BENCHMARK(BM_StepAfter)
-    ->ArgsProduct({{1, 8}, {0, 1, 2}})
-    ->ArgNames({"requests", "predecessor"})
+    ->ArgsProduct({{1, 8}, {0, 1, 2}, {0}})
+    ->ArgsProduct({{1}, {2}, {1, 2, 4, 8}})
+    ->ArgNames({"requests", "predecessor", "runs_before"})
     ->Unit(benchmark::kMillisecond)
     ->UseManualTime();
 
