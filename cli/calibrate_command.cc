@@ -204,6 +204,7 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
   ProfileMeasuredOn measured_on;
   measured_on.host = host.hostname;
   measured_on.cpu_model = host.cpu_model;
+  measured_on.cpu_signature = host.cpu_signature;
   measured_on.date_utc = host.date_utc;
   measured_on.build = {host.compiler, host.build_type, host.git_rev};
   measured_on.kernel_variant =
@@ -513,6 +514,7 @@ int CalibrateCuda(const CalibrateCommandOptions& options, std::ostream& out) {
   ProfileMeasuredOn measured_on;
   measured_on.host = host.hostname;
   measured_on.cpu_model = host.cpu_model;
+  measured_on.cpu_signature = host.cpu_signature;
   measured_on.date_utc = host.date_utc;
   measured_on.build = {host.compiler, host.build_type, host.git_rev};
   measured_on.kernel_variant = "cuda " + device.name + " sm_" + std::to_string(device.cc_major) +

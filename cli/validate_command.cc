@@ -137,21 +137,36 @@ RunSummary RunSide(const ValidateCommandOptions& options, const std::string& eng
   return result.summary;
 }
 
-// Whether --profile was measured on this machine (hw/foreign_host.h, with a DRAM read probe of
-// this host: `read_bw` when one was just taken with the profile's thread count, else one taken
-// here): "same host", "not recorded" (a spec profile), or the difference. A difference refuses
-// the validation unless --allow-foreign-profile: its errors would measure the other machine, not
-// the model.
+// This host's DRAM read bandwidth and GEMM peak, probed with a profile's thread count (what the
+// host check compares with the profile's).
+struct HostSpeed {
+  double read_bw = 0;
+  double gemm_peak = 0;
+};
+
+// Whether --profile was measured on this machine (hw/foreign_host.h, with the DRAM read and GEMM
+// peak probes of this host: `speed` when they were just taken with the profile's thread count and
+// probe settings, else taken here): "same host", "not recorded" (a spec profile), or the
+// difference. A difference refuses the validation unless --allow-foreign-profile: its errors
+// would measure the other machine, not the model.
 std::string CheckProfileHost(const ValidateCommandOptions& options, const std::string& name,
-                             const DeviceProfile& profile, std::optional<double> read_bw) {
+                             const DeviceProfile& profile, std::optional<HostSpeed> speed) {
   if (!profile.measured_on) return "not recorded";
-  if (!read_bw) {
-    hw::BandwidthOptions bandwidth;
-    bandwidth.num_threads = static_cast<int>(profile.measured_on->threads);
-    read_bw = hw::MeasureReadBandwidth(bandwidth).bytes_per_s;
+  // A CPU profile's dense_flops_per_s is its host's GEMM peak probe; a GPU profile's is the GPU's.
+  const bool cpu = options.engine == "cpu";
+  if (!speed) {
+    const int threads = static_cast<int>(profile.measured_on->threads);
+    const bool quick = profile.measured_on->probes == "quick";
+    hw::BandwidthOptions bandwidth = quick ? hw::BandwidthOptions::Quick() : hw::BandwidthOptions{};
+    bandwidth.num_threads = threads;
+    const hw::PeakGemmOptions gemm = quick ? hw::PeakGemmOptions::Quick() : hw::PeakGemmOptions{};
+    speed = HostSpeed{
+        hw::MeasureReadBandwidth(bandwidth).bytes_per_s,
+        cpu ? hw::MeasurePeakGemmFlops(hw::DefaultGemmBackend(), threads, gemm).flops_per_s : 0};
   }
   const std::optional<std::string> why =
-      ForeignHostDifference(IdentityOf(*profile.measured_on), IdentityOf(ReadHostInfo(), *read_bw));
+      ForeignHostDifference(IdentityOf(*profile.measured_on, cpu ? profile.dense_flops_per_s : 0),
+                            IdentityOf(ReadHostInfo(), speed->read_bw, speed->gemm_peak));
   if (!why) return "same host";
   if (!options.allow_foreign_profile) {
     throw std::invalid_argument(
@@ -242,11 +257,11 @@ class HostProbes {
     ThrowIfInterrupted();
   }
 
-  // The first probe's DRAM read bandwidth, taken with the profile's thread count (what the host
-  // check probes), if a probe was taken.
-  [[nodiscard]] std::optional<double> FirstReadBandwidth() const {
+  // The first probe's DRAM read bandwidth and GEMM peak, taken with the profile's thread count
+  // and probe settings (what the host check probes), if a probe was taken.
+  [[nodiscard]] std::optional<HostSpeed> FirstSpeed() const {
     if (probes_.empty()) return std::nullopt;
-    return probes_.front().read_bw;
+    return HostSpeed{probes_.front().read_bw, probes_.front().gemm};
   }
 
   // "host_probes" of validation.json: the profile's figures, each probe with its ratios to them
@@ -470,7 +485,7 @@ int Validate(const ValidateCommandOptions& options, std::ostream& out) {
   HostProbes host_probes(options, profile, priced.model);
   host_probes.Take("before " + measured_names.front());
   const std::string host_check = CheckProfileHost(options, profile_text.display_name, profile,
-                                                  host_probes.FirstReadBandwidth());
+                                                  host_probes.FirstSpeed());
   const std::vector<std::string> noisy_names = NoisyRunNames(profile, model_repeat);
   const std::string dir = options.out_dir.empty() ? "out/validate/" + probe.name : options.out_dir;
   fs::create_directories(dir);

@@ -1,21 +1,32 @@
 // foreign_host.h: whether a calibrated profile describes the machine it is used on.
 //
-// A measured profile records its machine (ProfileMeasuredOn: CPU model, usable CPUs, L3 size,
-// the DRAM read probe). Two hosts differ when any recorded fact differs beyond its tolerance:
+// A measured profile records its machine (ProfileMeasuredOn: CPU model and signature, usable
+// CPUs, L3 size, the kernels it ran, the DRAM read probe; the profile's dense_flops_per_s is the
+// GEMM peak probe). Two hosts differ when any recorded fact differs beyond its tolerance:
 //   cpu_model                  different text (both recorded);
+//   cpu_signature              a different vendor, family or model (both recorded): a VM's
+//                              model name hides its generation ("AMD EPYC" has been Zen 3, 4
+//                              and 5 here);
+//   kernels                    a different attention tile path or GEMM ISA (both recorded; read
+//                              from measured_on.kernel_variant and from this build on this CPU,
+//                              FEATHER_ATTENTION_ISA / FEATHER_GEMM_ISA included): the profile
+//                              then prices kernels this run does not execute;
 //   usable_cpus                a different count;
 //   l3_cache_bytes             more than 10 % apart;
 //   read_bw_bytes_per_s        more than kReadBandwidthTolerance (40 %) of the larger apart, when
 //                              this host was probed (VMs of one family, same name and cores,
-//                              have differed 1.8x here; one VM drifts by up to a third).
+//                              have differed 1.8x here; one VM drifts by up to a third);
+//   gemm_peak_flops_per_s      more than kGemmPeakTolerance (50 %) of the larger apart, when
+//                              this host was probed.
 // A fact either side lacks (0 or empty: profiles written before these fields, a run that does not
 // probe) is not compared. `feather run` compares the static facts and warns; `feather validate`
-// also probes the read bandwidth (about a second) and refuses a foreign profile unless
-// --allow-foreign-profile. O(1) apart from reading the host (ReadHostInfo) and the probe.
+// also probes the read bandwidth and the GEMM peak (a few seconds) and refuses a foreign profile
+// unless --allow-foreign-profile. O(1) apart from reading the host (ReadHostInfo) and the probes.
 #pragma once
 
 #include <optional>
 #include <string>
+#include <string_view>
 
 #include "hw/host_info.h"
 #include "sim/engine/device_profile.h"
@@ -30,19 +41,48 @@ namespace feather {
 // What drift remains within it `feather validate` reports per run (host_probes).
 inline constexpr double kReadBandwidthTolerance = 0.40;
 inline constexpr double kL3Tolerance = 0.10;
+// The GEMM peak probe of one VM moved x0.62-1.22 of its calibration's within a validation
+// (2026-12-01, results/validation/issue-20-zen4-1201: up to 49 % of the larger apart); a Zen 4
+// and a Zen 5 VM, both "AMD EPYC" with 2 CPUs and 32 MiB of L3 and DRAM probes within 40 %,
+// read 178 and 533 GFLOP/s (67 % apart). 50 % keeps the first the same host, the second not.
+inline constexpr double kGemmPeakTolerance = 0.50;
+
+// The CPU kernels a machine runs: the attention tile path ("avx512bf16", "avx512", "avx2",
+// "scalar") and the GEMM ("eigen/avx512", "eigen/avx2", "blas"; "eigen" in profiles written
+// before the GEMM's ISA was recorded, which matches either Eigen build). Empty: not recorded.
+struct KernelIds {
+  std::string attention;
+  std::string gemm;
+  friend bool operator==(const KernelIds&, const KernelIds&) = default;
+};
 
 struct HostIdentity {
   std::string cpu_model;
   unsigned usable_cpus = 0;
   uint64_t l3_cache_bytes = 0;
   double read_bw_bytes_per_s = 0;  // 0: not probed
+  std::string cpu_signature = {};  // "AuthenticAMD family 25 model 17"; empty: not recorded
+  KernelIds kernels = {};
+  double gemm_peak_flops_per_s = 0;  // 0: not probed
 };
 
-[[nodiscard]] HostIdentity IdentityOf(const HostInfo& host, double read_bw_bytes_per_s = 0);
+// The kernels a CPU calibration ran, from measured_on.kernel_variant ("avx2+fma, openmp 2
+// threads, gemm=eigen/avx2+skinny packed, model cpu-small": avx2 and eigen/avx2). Both empty
+// when the text does not start with a CPU attention path (a CUDA profile's variant).
+[[nodiscard]] KernelIds KernelsOfVariant(std::string_view kernel_variant);
+// The same for this build on this CPU (HostInfo::attention_isa and gemm_kernel).
+[[nodiscard]] KernelIds KernelsOfHost(const HostInfo& host);
+
+// This host; the probes are 0 when not taken.
+[[nodiscard]] HostIdentity IdentityOf(const HostInfo& host, double read_bw_bytes_per_s = 0,
+                                      double gemm_peak_flops_per_s = 0);
 
 // "AMD EPYC, 2 CPUs, L3 32 MiB, DRAM read 25.4 GB/s" (the facts recorded).
 [[nodiscard]] std::string DescribeHost(const HostIdentity& host);
-[[nodiscard]] HostIdentity IdentityOf(const ProfileMeasuredOn& measured_on);
+// A profile's machine: its measured_on facts, with the GEMM peak it recorded (the profile's
+// dense_flops_per_s; 0 = not compared).
+[[nodiscard]] HostIdentity IdentityOf(const ProfileMeasuredOn& measured_on,
+                                      double gemm_peak_flops_per_s = 0);
 
 // Why a profile measured on `profile` does not describe `host` (one line naming both), or
 // nullopt when every fact both sides recorded agrees.

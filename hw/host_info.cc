@@ -56,27 +56,41 @@ std::string ReadFirstLine(const std::filesystem::path& path) {
   return std::string(Trim(line));
 }
 
-std::string CpuModel() {
-  std::ifstream in("/proc/cpuinfo");
-  std::string line;
+// The value of each "key : value" line of /proc/cpuinfo's text whose key is one of `keys`, the
+// first occurrence of each (empty where absent).
+template <size_t N>
+std::array<std::string, N> CpuinfoValues(std::string_view text,
+                                         const std::array<std::string_view, N>& keys) {
+  std::array<std::string, N> found;
+  while (!text.empty()) {
+    const size_t end = text.find('\n');
+    const std::string_view line = text.substr(0, end);
+    text = end == std::string_view::npos ? std::string_view{} : text.substr(end + 1);
+    const size_t colon = line.find(':');
+    if (colon == std::string_view::npos) continue;
+    const std::string_view key = Trim(line.substr(0, colon));
+    for (size_t i = 0; i < N; ++i) {
+      if (key == keys[i] && found[i].empty()) found[i] = std::string(Trim(line.substr(colon + 1)));
+    }
+  }
+  return found;
+}
+
+std::string CpuModelOf(std::string_view cpuinfo) {
   // x86 names the model "model name"; some ARM kernels use "Processor" or "Hardware".
   constexpr std::array<std::string_view, 4> kKeys = {"model name", "Processor", "cpu model",
                                                      "Hardware"};
-  std::array<std::string, kKeys.size()> found;
-  while (std::getline(in, line)) {
-    const size_t colon = line.find(':');
-    if (colon == std::string::npos) continue;
-    const std::string_view key = Trim(std::string_view(line).substr(0, colon));
-    for (size_t i = 0; i < kKeys.size(); ++i) {
-      if (key == kKeys[i] && found[i].empty()) {
-        found[i] = std::string(Trim(std::string_view(line).substr(colon + 1)));
-      }
-    }
-  }
-  for (const std::string& value : found) {
+  for (const std::string& value : CpuinfoValues(cpuinfo, kKeys)) {
     if (!value.empty()) return value;
   }
   return "unknown";
+}
+
+std::string ReadWholeFile(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::string text, line;
+  while (std::getline(in, line)) text.append(line).push_back('\n');
+  return text;
 }
 
 std::string OsPrettyName(const std::string& fallback) {
@@ -166,10 +180,23 @@ CacheSizes ReadCacheSizes(const std::filesystem::path& cache_dir) {
   return sizes;
 }
 
+std::string CpuSignatureOf(std::string_view cpuinfo) {
+  constexpr std::array<std::string_view, 5> kKeys = {"vendor_id", "cpu family", "model",
+                                                     "CPU implementer", "CPU part"};
+  const std::array<std::string, 5> v = CpuinfoValues(cpuinfo, kKeys);
+  if (!v[0].empty() && !v[1].empty() && !v[2].empty()) {
+    return v[0] + " family " + v[1] + " model " + v[2];
+  }
+  if (!v[3].empty() && !v[4].empty()) return "ARM implementer " + v[3] + " part " + v[4];
+  return {};
+}
+
 HostInfo ReadHostInfo() {
   HostInfo info;
   info.hostname = Hostname();
-  info.cpu_model = CpuModel();
+  const std::string cpuinfo = ReadWholeFile("/proc/cpuinfo");
+  info.cpu_model = CpuModelOf(cpuinfo);
+  info.cpu_signature = CpuSignatureOf(cpuinfo);
   const auto online = sysconf(_SC_NPROCESSORS_ONLN);
   info.logical_cpus = online > 0 ? static_cast<unsigned>(online) : 0;
   info.usable_cpus = UsableCpus();
@@ -206,6 +233,7 @@ nlohmann::json ToJson(const HostInfo& info) {
   return nlohmann::json{
       {"hostname", info.hostname},
       {"cpu_model", info.cpu_model},
+      {"cpu_signature", info.cpu_signature},
       {"logical_cpus", info.logical_cpus},
       {"usable_cpus", info.usable_cpus},
       {"l1d_cache_bytes", info.caches.l1d_bytes},

@@ -26,7 +26,10 @@ struct CacheSizes {
 
 struct HostInfo {
   std::string hostname;
-  std::string cpu_model;      // /proc/cpuinfo "model name" (or the ARM equivalent)
+  std::string cpu_model;  // /proc/cpuinfo "model name" (or the ARM equivalent)
+  // What the model name can hide: a VM's "AMD EPYC" has been Zen 3, 4 and 5 on this project's
+  // machines. CpuSignatureOf(/proc/cpuinfo); empty when it has neither form.
+  std::string cpu_signature;
   unsigned logical_cpus = 0;  // online logical CPUs of the machine
   unsigned usable_cpus = 0;   // CPUs this process may run on (affinity mask; cgroup cpusets)
   CacheSizes caches;          // of cpu0, from /sys/devices/system/cpu/cpu0/cache
@@ -46,7 +49,7 @@ struct HostInfo {
   // by FEATHER_ATTENTION_ISA / FEATHER_GEMM_ISA.
   std::string attention_isa;
   std::string gemm_kernel;
-  std::string date_utc;                // time of the reading, ISO 8601, e.g. 2024-05-01T12:00:00Z
+  std::string date_utc;  // time of the reading, ISO 8601, e.g. 2024-05-01T12:00:00Z
 };
 
 // Reads the machine and build description. Never throws for missing files.
@@ -55,6 +58,12 @@ struct HostInfo {
 // Every HostInfo field as a flat JSON object; keys are the field names, caches flattened to
 // l1d_cache_bytes, l2_cache_bytes, l3_cache_bytes.
 [[nodiscard]] nlohmann::json ToJson(const HostInfo& info);
+
+// The CPU's vendor, family and model from the text of /proc/cpuinfo (its first processor):
+// "AuthenticAMD family 25 model 17" on x86 (vendor_id, cpu family, model; the stepping left out:
+// one design), "ARM implementer 0x41 part 0xd0c" on ARM (CPU implementer, CPU part); empty when
+// the text has neither.
+[[nodiscard]] std::string CpuSignatureOf(std::string_view cpuinfo);
 
 // Parses a sysfs cache size ("32K", "1024K", "32M", "1G", "512"; surrounding whitespace
 // allowed) into bytes. Returns 0 for anything else (empty, bad suffix, overflow).

@@ -50,6 +50,10 @@ struct ProfileMeasuredOn {
   // The machine's identity beyond its CPU name, for telling a foreign host apart (two VMs of one
   // family can differ 2x in bandwidth): 0 = not recorded (profiles written before 2026-11-24).
   uint32_t usable_cpus = 0;          // CPUs of the calibrating process's affinity mask
+  // The CPU's vendor, family and model (hw/host_info.h CpuSignatureOf), e.g. "AuthenticAMD
+  // family 25 model 17": a VM's cpu_model ("AMD EPYC") has named three CPU generations here.
+  // Empty = not recorded (profiles before 2026-12-01).
+  std::string cpu_signature = {};
   uint64_t l3_cache_bytes = 0;       // last-level cache
   double read_bw_bytes_per_s = 0;    // the host DRAM read probe (hw/probes.h) at calibration
   // The probe settings calibration used (hw/probes.h): "full" or "quick" (`calibrate --quick`:

@@ -131,6 +131,7 @@ void ReadMeasuredOn(MapReader& root, DeviceProfile& profile) {
   reader.String("kernel_variant", m.kernel_variant, true);
   reader.Integer("threads", m.threads, 1, 1'000'000, true);
   reader.Integer("usable_cpus", m.usable_cpus, 1, 1'000'000);
+  reader.String("cpu_signature", m.cpu_signature);
   reader.Integer("l3_cache_bytes", m.l3_cache_bytes, 1, int64_t{1} << 50);
   reader.Real("read_bw_bytes_per_s", m.read_bw_bytes_per_s, 0, 1e15, true);
   reader.String("probes", m.probes);
@@ -386,6 +387,7 @@ std::string DeviceProfileToYaml(const DeviceProfile& profile) {
     out += "  kernel_variant: " + Quote(m->kernel_variant) + "\n";
     out += "  threads: " + std::to_string(m->threads) + "\n";
     if (m->usable_cpus > 0) out += "  usable_cpus: " + std::to_string(m->usable_cpus) + "\n";
+    if (!m->cpu_signature.empty()) out += "  cpu_signature: " + Quote(m->cpu_signature) + "\n";
     if (m->l3_cache_bytes > 0) {
       out += "  l3_cache_bytes: " + std::to_string(m->l3_cache_bytes) + "\n";
     }

@@ -1,15 +1,17 @@
 // foreign_host_test.cc: telling a profile's machine from this one, fact by fact, with the
 // tolerances of hw/foreign_host.h; a fact either side lacks is never a difference.
 #include "hw/foreign_host.h"
-#include "sim/io/device_profile_yaml.h"
 
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+
+#include "sim/io/device_profile_yaml.h"
 
 namespace feather {
 namespace {
 
 using ::testing::HasSubstr;
+using ::testing::Not;
 
 HostIdentity Epyc() { return {"AMD EPYC", 2, 32ull << 20, 25.4e9}; }
 
@@ -47,6 +49,80 @@ TEST(ForeignHost, EachStaticFactCounts) {
   EXPECT_THAT(ForeignHostDifference(Epyc(), l3).value_or(""), HasSubstr("L3 size"));
 }
 
+// The two VM types of 2026-11-28..12-01: both "AMD EPYC", 2 CPUs, 32 MiB of L3, DRAM probes
+// 40-62 GB/s; a Zen 4 and a Zen 5 with 178 and 533 GFLOP/s of GEMM peak.
+HostIdentity Zen(const char* signature, double read_bw, double gemm_peak) {
+  HostIdentity h = Epyc();
+  h.cpu_signature = signature;
+  h.kernels = {"avx512bf16", "eigen/avx512"};
+  h.read_bw_bytes_per_s = read_bw;
+  h.gemm_peak_flops_per_s = gemm_peak;
+  return h;
+}
+
+TEST(ForeignHost, TheSignatureTellsGenerationsOfOneModelNameApart) {
+  const HostIdentity zen4 = Zen("AuthenticAMD family 25 model 17", 40e9, 178e9);
+  const HostIdentity zen5 = Zen("AuthenticAMD family 26 model 2", 62e9, 533e9);
+  const std::optional<std::string> why = ForeignHostDifference(zen5, zen4);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_THAT(*why, HasSubstr("AMD EPYC (AuthenticAMD family 26 model 2)"));
+  EXPECT_THAT(*why, HasSubstr("AMD EPYC (AuthenticAMD family 25 model 17)"));
+  EXPECT_THAT(*why, HasSubstr("CPU signature"));
+  EXPECT_THAT(*why, HasSubstr("GEMM peak (over 50 % apart)"));
+  EXPECT_THAT(*why, Not(HasSubstr("DRAM read bandwidth")));  // 35 % apart: within 40 %
+}
+
+TEST(ForeignHost, TheGemmPeakCountsWhenBothSidesProbedIt) {
+  const HostIdentity zen5 = Zen("AuthenticAMD family 26 model 2", 62e9, 533e9);
+  HostIdentity slow = zen5;
+  slow.gemm_peak_flops_per_s = 178e9;  // as a Zen 4 VM reads, with the signature unrecorded
+  slow.cpu_signature.clear();
+  EXPECT_THAT(ForeignHostDifference(zen5, slow).value_or(""), HasSubstr("GEMM peak"));
+  HostIdentity drifted = zen5;
+  drifted.gemm_peak_flops_per_s = 0.62 * 533e9;  // one VM's drift within a validation
+  EXPECT_EQ(ForeignHostDifference(zen5, drifted), std::nullopt);
+  HostIdentity unprobed = zen5;
+  unprobed.gemm_peak_flops_per_s = 0;  // `feather run`
+  EXPECT_EQ(ForeignHostDifference(zen5, unprobed), std::nullopt);
+}
+
+TEST(ForeignHost, KernelsComeFromTheVariantAndTheHost) {
+  EXPECT_EQ(KernelsOfVariant("avx2+fma, openmp 2 threads, gemm=blas"), (KernelIds{"avx2", "blas"}));
+  EXPECT_EQ(KernelsOfVariant(
+                "avx512bf16, openmp 2 threads, gemm=eigen/avx512+skinny packed, model cpu-small"),
+            (KernelIds{"avx512bf16", "eigen/avx512"}));
+  EXPECT_EQ(KernelsOfVariant("avx512, openmp 1 threads, gemm=eigen/avx2, model m, quick grid"),
+            (KernelIds{"avx512", "eigen/avx2"}));
+  EXPECT_EQ(KernelsOfVariant("avx2+fma, openmp 2 threads, gemm=eigen, model cpu-small"),
+            (KernelIds{"avx2", "eigen"}));
+  EXPECT_EQ(KernelsOfVariant("cuda NVIDIA H100 sm_90 GPU-1234, model llama"), KernelIds{});
+  EXPECT_EQ(KernelsOfVariant("avx2+fma, openmp 2 threads"), (KernelIds{"avx2", ""}));
+  HostInfo host;
+  host.attention_isa = "avx512bf16";
+  host.gemm_kernel = "eigen/avx512+skinny";
+  EXPECT_EQ(KernelsOfHost(host), (KernelIds{"avx512bf16", "eigen/avx512"}));
+}
+
+TEST(ForeignHost, DifferentKernelsAreForeign) {
+  HostIdentity avx2 = Epyc();
+  avx2.kernels = {"avx2", "eigen/avx2"};
+  HostIdentity avx512 = Epyc();
+  avx512.kernels = {"avx512bf16", "eigen/avx512"};
+  const std::optional<std::string> why = ForeignHostDifference(avx2, avx512);
+  EXPECT_THAT(why.value_or(""), HasSubstr("kernels attention avx2, gemm eigen/avx2"));
+  EXPECT_THAT(why.value_or(""), HasSubstr("differ in kernels"));
+  EXPECT_EQ(ForeignHostDifference(avx512, avx512), std::nullopt);
+  HostIdentity blas = avx512;
+  blas.kernels.gemm = "blas";
+  EXPECT_THAT(ForeignHostDifference(blas, avx512).value_or(""), HasSubstr("kernels"));
+  // A profile from before the GEMM's ISA was recorded says "eigen": any Eigen build matches.
+  HostIdentity old = avx512;
+  old.kernels.gemm = "eigen";
+  EXPECT_EQ(ForeignHostDifference(old, avx512), std::nullopt);
+  old.kernels.attention = "avx2";
+  EXPECT_THAT(ForeignHostDifference(old, avx512).value_or(""), HasSubstr("kernels"));
+}
+
 TEST(ForeignHost, UnrecordedFactsAreNotCompared) {
   HostIdentity old_profile;  // written before these fields: only the CPU model
   old_profile.cpu_model = "AMD EPYC";
@@ -63,10 +139,17 @@ TEST(ForeignHost, ProfileFactsRoundTripThroughYaml) {
   profile.measured_on->usable_cpus = 2;
   profile.measured_on->l3_cache_bytes = 32ull << 20;
   profile.measured_on->read_bw_bytes_per_s = 25.4e9;
+  profile.measured_on->cpu_signature = "AuthenticAMD family 25 model 17";
   const DeviceProfile back = ParseDeviceProfile(DeviceProfileToYaml(profile), "p.yaml");
   ASSERT_TRUE(back.measured_on.has_value());
   EXPECT_EQ(*back.measured_on, *profile.measured_on);
-  EXPECT_EQ(ForeignHostDifference(IdentityOf(*back.measured_on), Epyc()), std::nullopt);
+  HostIdentity host = Epyc();
+  host.cpu_signature = "AuthenticAMD family 25 model 17";
+  host.kernels = KernelsOfVariant(back.measured_on->kernel_variant);
+  EXPECT_EQ(ForeignHostDifference(IdentityOf(*back.measured_on), host), std::nullopt);
+  host.cpu_signature = "AuthenticAMD family 23 model 49";
+  EXPECT_THAT(ForeignHostDifference(IdentityOf(*back.measured_on), host).value_or(""),
+              HasSubstr("CPU signature"));
 }
 
 }  // namespace

@@ -119,6 +119,23 @@ TEST(ReadCacheSizesTest, MissingFolderGivesZeros) {
   EXPECT_EQ(sizes.l3_bytes, 0u);
 }
 
+// Cut from the /proc/cpuinfo of the project's VMs and of an ARM server.
+TEST(CpuSignatureOfTest, ReadsVendorFamilyAndModelOrTheArmPart) {
+  constexpr std::string_view kZen4 =
+      "processor\t: 0\nvendor_id\t: AuthenticAMD\ncpu family\t: 25\nmodel\t\t: 17\n"
+      "model name\t: AMD EPYC\nstepping\t: 1\n\nprocessor\t: 1\nvendor_id\t: AuthenticAMD\n"
+      "cpu family\t: 25\nmodel\t\t: 17\n";
+  EXPECT_EQ(CpuSignatureOf(kZen4), "AuthenticAMD family 25 model 17");
+  constexpr std::string_view kArm =
+      "processor\t: 0\nBogoMIPS\t: 50.00\nCPU implementer\t: 0x41\nCPU architecture: 8\n"
+      "CPU variant\t: 0x1\nCPU part\t: 0xd0c\nCPU revision\t: 1\n";
+  EXPECT_EQ(CpuSignatureOf(kArm), "ARM implementer 0x41 part 0xd0c");
+  EXPECT_EQ(CpuSignatureOf("model name\t: AMD EPYC\n"), "");  // the name alone
+  EXPECT_EQ(CpuSignatureOf(""), "");
+  // "model name" is not "model": a text with the name but no model number has no signature.
+  EXPECT_EQ(CpuSignatureOf("vendor_id : GenuineIntel\ncpu family : 6\nmodel name : Xeon\n"), "");
+}
+
 TEST(ReadHostInfoTest, FillsTheFieldsThisMachineHas) {
   const HostInfo info = ReadHostInfo();
   EXPECT_FALSE(info.hostname.empty());
@@ -154,9 +171,9 @@ TEST(HostInfoJsonTest, HasEveryKeyWithItsType) {
   const nlohmann::json json = ToJson(ReadHostInfo());
   ASSERT_TRUE(json.is_object());
   const std::vector<std::string> strings = {
-      "hostname", "cpu_model",  "os",      "kernel",          "arch",
-      "compiler", "build_type", "git_rev", "feather_version", "date_utc", "attention_isa",
-      "gemm_kernel"};
+      "hostname", "cpu_model",     "cpu_signature", "os",      "kernel",
+      "arch",     "compiler",      "build_type",    "git_rev", "feather_version",
+      "date_utc", "attention_isa", "gemm_kernel"};
   const std::vector<std::string> numbers = {"logical_cpus",   "usable_cpus",    "l1d_cache_bytes",
                                             "l2_cache_bytes", "l3_cache_bytes", "memory_bytes"};
   const std::vector<std::string> booleans = {"sanitized", "cuda_compiler_present"};
