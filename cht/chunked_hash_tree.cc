@@ -107,6 +107,10 @@ bool ChunkedHashTree::IsActive(RequestId id) const {
   return id < requests_.size() && requests_[id].state == State::kActive;
 }
 
+bool ChunkedHashTree::IsParked(RequestId id) const {
+  return id < requests_.size() && requests_[id].state == State::kParked;
+}
+
 // Active nodes are closed upwards, so the missing chunks are those below the deepest active
 // ancestor.
 uint32_t ChunkedHashTree::MissingCount(RequestId id) const {
@@ -648,7 +652,25 @@ void ChunkedHashTree::Requeue(RequestId id) {
   cache_valid_ = false;
 }
 
+void ChunkedHashTree::Park(RequestId id) {
+  FEATHER_CHECK(IsWaiting(id), "Park of a request that is not waiting");
+  RequestSlot& slot = requests_[id];
+  slot.state = State::kParked;
+  ++slot.epoch;  // retires its terminal entry (I3)
+  --num_waiting_;
+  for (uint32_t n = slot.leaf; n != kRoot; n = nodes_[n].parent) --nodes_[n].waiting;
+  Repair(slot.leaf, kNoNode);
+  cache_valid_ = false;
+}
+
+void ChunkedHashTree::Unpark(RequestId id) {
+  FEATHER_CHECK(IsParked(id), "Unpark of a request that is not parked");
+  AttachAsWaiting(id, kNoNode);
+  cache_valid_ = false;
+}
+
 void ChunkedHashTree::Remove(RequestId id) {
+  if (IsParked(id)) Unpark(id);
   FEATHER_CHECK(IsWaiting(id), "Remove of a request that is not waiting");
   RequestSlot& slot = requests_[id];
   slot.state = State::kAbsent;

@@ -131,6 +131,13 @@ class ChunkedHashTree {
   void Remove(RequestId id);
   // Active -> waiting (preempted): keeps its original insertion order for tie-breaking.
   void Requeue(RequestId id);
+  // Waiting -> parked: out of FindBest's reach (and of the waiting and peer counts) until
+  // Unpark, but still in the tree: a scheduling round that passes over a proposal parks it, so
+  // that FindBest names the next one, and unparks it when the round ends. Unpark restores it
+  // with its original insertion order. Both O(D + log q) per repaired node, like Requeue.
+  // Remove also takes a parked request; AddToBatch does not.
+  void Park(RequestId id);
+  void Unpark(RequestId id);
 
   // Observers.
   [[nodiscard]] uint32_t TipLevel() const { return tip_level_; }
@@ -138,6 +145,7 @@ class ChunkedHashTree {
   [[nodiscard]] size_t NumActive() const { return active_ids_.size(); }
   [[nodiscard]] bool IsWaiting(RequestId id) const;
   [[nodiscard]] bool IsActive(RequestId id) const;
+  [[nodiscard]] bool IsParked(RequestId id) const;
   [[nodiscard]] uint32_t MissingCount(RequestId id) const;  // precondition: waiting
   [[nodiscard]] uint32_t NumChunksOf(RequestId id) const;
   [[nodiscard]] size_t NumNodes() const { return nodes_.size() - free_nodes_.size(); }
@@ -147,7 +155,7 @@ class ChunkedHashTree {
   void CheckInvariants() const;
 
  private:
-  enum class State : uint8_t { kAbsent, kWaiting, kActive };
+  enum class State : uint8_t { kAbsent, kWaiting, kActive, kParked };
 
   // Hot per-request state (24 bytes); the hash vectors live apart in hashes_.
   struct RequestSlot {

@@ -61,10 +61,8 @@ std::optional<ChtCandidate> ReferenceCht::FindBest() const {
   uint32_t waiting = 0;
   bool any_active = false;
   for (const auto& [id, r] : requests_) {
-    if (r.state == State::kActive) {
-      any_active = true;
-      continue;
-    }
+    if (r.state == State::kActive) any_active = true;
+    if (r.state != State::kWaiting) continue;
     ++waiting;
     const uint32_t miss = Missing(r, ws);
     if (best == nullptr || miss < best_miss || (miss == best_miss && r.seq < best->seq)) {
@@ -110,8 +108,21 @@ void ReferenceCht::Finish(RequestId id) {
 }
 
 void ReferenceCht::Remove(RequestId id) {
-  FEATHER_CHECK(requests_.at(id).state == State::kWaiting, "not waiting");
+  const State state = requests_.at(id).state;
+  FEATHER_CHECK(state == State::kWaiting || state == State::kParked, "not waiting");
   requests_.erase(id);
+}
+
+void ReferenceCht::Park(RequestId id) {
+  Request& r = requests_.at(id);
+  FEATHER_CHECK(r.state == State::kWaiting, "not waiting");
+  r.state = State::kParked;
+}
+
+void ReferenceCht::Unpark(RequestId id) {
+  Request& r = requests_.at(id);
+  FEATHER_CHECK(r.state == State::kParked, "not parked");
+  r.state = State::kWaiting;
 }
 
 void ReferenceCht::Requeue(RequestId id) {
@@ -124,6 +135,14 @@ std::vector<RequestId> ReferenceCht::Waiting() const {
   std::vector<RequestId> ids;
   for (const auto& [id, r] : requests_) {
     if (r.state == State::kWaiting) ids.push_back(id);
+  }
+  return ids;
+}
+
+std::vector<RequestId> ReferenceCht::Parked() const {
+  std::vector<RequestId> ids;
+  for (const auto& [id, r] : requests_) {
+    if (r.state == State::kParked) ids.push_back(id);
   }
   return ids;
 }

@@ -28,14 +28,17 @@ class ReferenceCht {
   void Finish(RequestId id);
   void Remove(RequestId id);
   void Requeue(RequestId id);
+  void Park(RequestId id);    // waiting -> parked: neither waiting nor in the working set
+  void Unpark(RequestId id);  // parked -> waiting, its insertion order kept
 
   [[nodiscard]] uint32_t TipLevel() const;
   [[nodiscard]] uint32_t MissingCount(RequestId id) const;
   [[nodiscard]] std::vector<RequestId> Waiting() const;
+  [[nodiscard]] std::vector<RequestId> Parked() const;
   [[nodiscard]] std::vector<RequestId> Active() const;
 
  private:
-  enum class State : uint8_t { kWaiting, kActive };
+  enum class State : uint8_t { kWaiting, kActive, kParked };
   struct Request {
     std::vector<PrefixHash> hashes;
     uint64_t seq = 0;

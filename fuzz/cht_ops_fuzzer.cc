@@ -7,11 +7,13 @@
 // to 256 operations:
 // Insert (a fresh id or a recycled one; the prompt is a prefix of an earlier prompt, possibly
 // empty, plus a few tokens from a 3-token alphabet, so prompts share, branch and end inside
-// chunks), AddToBatch of FindBest's proposal or of any waiting request, Finish, Remove, Requeue.
-// Only valid operations are applied (ids are picked from the reference's waiting and active
-// lists). After every operation the tree's invariants are recomputed and every observable
-// (tip, waiting and active counts, each waiting request's missing count, FindBest's candidate,
-// its stability) must equal the reference's; a difference aborts with the operation number.
+// chunks), AddToBatch of FindBest's proposal or of any waiting request, Finish, Remove (of a
+// waiting or a parked request), Requeue, Park (of FindBest's proposal or of any waiting
+// request), Unpark. Only valid operations are applied (ids are picked from the reference's
+// waiting, active and parked lists). After every operation the tree's invariants are recomputed and
+// every observable (tip, waiting and active counts, each waiting request's missing count,
+// FindBest's candidate, its stability) must equal the reference's; a difference aborts with the
+// operation number.
 #include <fuzzer/FuzzedDataProvider.h>
 
 #include <cstddef>
@@ -52,6 +54,9 @@ void Compare(ChunkedHashTree& tree, const ReferenceCht& ref, int op) {
     if (tree.MissingCount(id) != ref.MissingCount(id)) {
       Mismatch(op, "missing count", tree.MissingCount(id), ref.MissingCount(id));
     }
+  }
+  for (const RequestId id : ref.Parked()) {
+    FEATHER_CHECK(tree.IsParked(id), "a reference-parked request is not parked in the tree");
   }
   for (const RequestId id : active) {
     FEATHER_CHECK(tree.IsActive(id), "a reference-active request is not active in the tree");
@@ -102,10 +107,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   for (int op = 0; op < kMaxOps && in.remaining_bytes() > 0; ++op) {
     const std::vector<RequestId> waiting = ref.Waiting();
     const std::vector<RequestId> active = ref.Active();
-    switch (in.ConsumeIntegralInRange<int>(0, 6)) {
+    const std::vector<RequestId> parked = ref.Parked();
+    switch (in.ConsumeIntegralInRange<int>(0, 8)) {
       case 0:
       case 1: {  // Insert
-        if (waiting.size() + active.size() >= kMaxLive) break;
+        if (waiting.size() + active.size() + parked.size() >= kMaxLive) break;
         RequestId id = next_id;
         if (!free_ids.empty() && in.ConsumeBool()) {
           const size_t i = in.ConsumeIntegralInRange<size_t>(0, free_ids.size() - 1);
@@ -155,9 +161,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         free_ids.push_back(id);
         break;
       }
-      case 5: {  // Remove
-        if (waiting.empty()) break;
-        const RequestId id = Pick(in, waiting);
+      case 5: {  // Remove (a parked request too: cancelled mid-round)
+        if (waiting.empty() && parked.empty()) break;
+        const bool from_parked = waiting.empty() || (!parked.empty() && in.ConsumeBool());
+        const RequestId id = Pick(in, from_parked ? parked : waiting);
         tree.Remove(id);
         ref.Remove(id);
         free_ids.push_back(id);
@@ -168,6 +175,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
         const RequestId id = Pick(in, active);
         tree.Requeue(id);
         ref.Requeue(id);
+        break;
+      }
+      case 7: {  // Park (a round passing over FindBest's proposal, or over any waiting request)
+        if (waiting.empty()) break;
+        const RequestId id = in.ConsumeBool() ? tree.FindBest()->request : Pick(in, waiting);
+        tree.Park(id);
+        ref.Park(id);
+        break;
+      }
+      case 8: {  // Unpark
+        if (parked.empty()) break;
+        const RequestId id = Pick(in, parked);
+        tree.Unpark(id);
+        ref.Unpark(id);
         break;
       }
       default:

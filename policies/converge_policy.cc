@@ -52,12 +52,14 @@ StopDecision ConvergePolicy::Decide(const StopContext& c) {
     return StopDecision::kAdd;
   }
   if (!homogeneous && (g.candidate_in || g.requests < kCascadeMinRequests)) return StopDecision::kAdd;
-  // Rule 2 (a homogeneous batch) or 3 (a mixed one, converging to G): Stop, unless the gate
-  // opens: the batch kept to its group, refilled from the group's waiting requests, decoding
-  // with cascade, against the mixed batch that admitting leads to.
-  if (!gated_) return StopDecision::kStop;
+  // Rule 2 (a homogeneous batch: Stop) or 3 (a mixed one, converging to G: Skip, so that the
+  // round goes on to G's waiting peers), unless the gate opens: the batch kept to its group,
+  // refilled from the group's waiting requests, decoding with cascade, against the mixed batch
+  // that admitting leads to.
+  const StopDecision hold = homogeneous ? StopDecision::kStop : StopDecision::kSkip;
+  if (!gated_) return hold;
   const auto pooled = all_steps_.TiedReadCoefficients();
-  if (!pooled) return StopDecision::kStop;
+  if (!pooled) return hold;
   // Each batch at the prices of the steps of its kind, once those have min_steps steps.
   const auto kept_prices = cascade_steps_.TiedReadCoefficients().value_or(*pooled);
   const auto mixed_prices = plain_steps_.TiedReadCoefficients().value_or(*pooled);
@@ -69,9 +71,9 @@ StopDecision ConvergePolicy::Decide(const StopContext& c) {
   const double unique = prefix + std::max(0.0, avg - prefix) * kept;
   const double t = all_steps_.PredictDecodeMsWith(
       kept_prices, kept, static_cast<uint64_t>(avg * kept), static_cast<uint64_t>(unique), prefix);
-  if (!(t > 0)) return StopDecision::kStop;
+  if (!(t > 0)) return hold;
   const std::optional<double> mixed = MixedRate(mixed_prices, c, big);
-  return mixed && *mixed > kept / t ? StopDecision::kAdd : StopDecision::kStop;
+  return mixed && *mixed > kept / t ? StopDecision::kAdd : hold;
 }
 
 }  // namespace feather

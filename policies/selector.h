@@ -82,6 +82,14 @@ class CandidateSelector {
   [[nodiscard]] virtual std::optional<Candidate> Next() = 0;
   // Precondition: `id` is the request the last Next() proposed.
   virtual void Admit(RequestId id) = 0;
+  // Passes over the last proposal for the rest of this round (StopDecision::kSkip): Next() then
+  // proposes another request, and the skipped one is proposed again from the next BeginRound();
+  // it still counts in NumWaiting(). Returns false, changing nothing, where the selector cannot
+  // skip (the serving loop then ends the round). Precondition: as for Admit.
+  virtual bool Skip(RequestId id) {
+    (void)id;
+    return false;
+  }
   virtual void OnFinish(RequestId id) = 0;
   virtual void OnPreempt(RequestId id) = 0;
   virtual void OnCancel(RequestId id) = 0;

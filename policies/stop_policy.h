@@ -5,7 +5,11 @@
 //
 //   policy.BeginRound(round_context);
 //   while (auto c = selector.Next()) {
-//     if (policy.Decide(context_for(c)) == StopDecision::kStop) break;
+//     const StopDecision d = policy.Decide(context_for(c));
+//     if (d == StopDecision::kSkip && skips++ < kMaxSkipsPerRound && selector.Skip(c->id)) {
+//       continue;                          // not this one: the selector proposes its next
+//     }
+//     if (d != StopDecision::kAdd) break;  // kStop (or a skip the selector or the cap refused)
 //     selector.Admit(c->id);
 //   }
 //   ... the step executes ...
@@ -28,7 +32,15 @@
 
 namespace feather {
 
-enum class StopDecision : uint8_t { kAdd, kStop };
+// kAdd admits the proposal; kStop closes the batch; kSkip passes over the proposal for the rest
+// of this round and asks the selector for its next (CandidateSelector::Skip), so a policy can
+// hold one request back without ending the round. A selector that cannot skip, or a round that
+// has skipped kMaxSkipsPerRound times already, takes kSkip as kStop. An empty batch takes its
+// first candidate whatever the decision (every policy of the paper admits into an empty batch).
+enum class StopDecision : uint8_t { kAdd, kStop, kSkip };
+// Bounds a round's cost when most proposals are passed over (each skip is one FindBest and one
+// park in the CHT, O(D + log q)); an assumed constant, the same for every scenario.
+inline constexpr uint32_t kMaxSkipsPerRound = 64;
 
 // What the policy sees for one proposal.
 struct StopContext {

@@ -110,7 +110,9 @@ void SetKnobs(Config& config, const nb::dict& knobs, std::string_view policy) {
 void BindStopPolicies(nb::module_& m) {
   nb::enum_<StopDecision>(m, "StopDecision", "A stop policy's answer to one proposal.")
       .value("add", StopDecision::kAdd, "admit the proposed request")
-      .value("stop", StopDecision::kStop, "close the batch");
+      .value("stop", StopDecision::kStop, "close the batch")
+      .value("skip", StopDecision::kSkip,
+             "pass over the proposal for this round (a selector that cannot skip: stop)");
 
   nb::enum_<StateBins>(m, "StateBins",
                        "How the bandit and Q-learning discretize (b, delta, w) "

@@ -363,6 +363,7 @@ void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
           config_.block_tokens);
     }
   }
+  uint32_t skips = 0;  // StopDecision::kSkip answers the selector took this round
   while (running_.size() < config_.max_num_seqs && budget_tokens > 0) {
     const std::optional<Candidate> candidate = Timed([&] { return selector_.Next(); });
     if (!candidate) break;
@@ -392,7 +393,14 @@ void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
       const StopDecision decision = Timed([&] { return policy_.Decide(context); });
       // An empty batch always takes its first candidate: a step with nothing to run would only
       // waste the engine (every policy of the paper admits into an empty batch anyway).
-      if (decision == StopDecision::kStop && !running_.empty()) break;
+      if (decision != StopDecision::kAdd && !running_.empty()) {
+        if (decision == StopDecision::kSkip && skips < kMaxSkipsPerRound &&
+            Timed([&] { return selector_.Skip(id); })) {
+          ++skips;
+          continue;  // the selector proposes its next
+        }
+        break;
+      }
     }
     // KV pool full, or (vLLM >= 0.32's gate) the whole known sequence would not fit.
     if (!kv_.Allocate(id, ChainOf(id), sequence, cached + n,

@@ -99,7 +99,8 @@ uint32_t Simulator::AdmitSglang(size_t decoding) {
     {
       const StopContext context = BaseStopContext(*candidate, sequence);
       const StopDecision decision = Timed([&] { return policy_.Decide(context); });
-      if (decision == StopDecision::kStop && !running_.empty()) break;
+      // kSkip as kStop: SGLang's loop walks its ranked queue once and has no skipping selector.
+      if (decision != StopDecision::kAdd && !running_.empty()) break;
     }
     // The hit's blocks nobody references are evictable now; locking them for the check takes
     // them out of the pool (PrefillAdder._lock_node).

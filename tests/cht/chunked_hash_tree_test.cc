@@ -30,6 +30,9 @@ void ExpectSame(ChunkedHashTree& tree, const ReferenceCht& ref, const std::strin
     ASSERT_TRUE(tree.IsWaiting(id)) << where;
     ASSERT_EQ(tree.MissingCount(id), ref.MissingCount(id)) << where << " id " << id;
   }
+  for (RequestId id : ref.Parked()) {
+    ASSERT_TRUE(tree.IsParked(id) && !tree.IsWaiting(id)) << where << " id " << id;
+  }
   const auto expected = ref.FindBest();
   const auto actual = tree.FindBest();
   ASSERT_EQ(actual.has_value(), expected.has_value()) << where;
@@ -43,16 +46,18 @@ void ExpectSame(ChunkedHashTree& tree, const ReferenceCht& ref, const std::strin
   }
 }
 
-enum class Op { kInsert, kAddBest, kAddAny, kFinish, kRemove, kRequeue };
+enum class Op { kInsert, kAddBest, kAddAny, kFinish, kRemove, kRequeue, kPark, kUnpark };
 
 Op PickOp(Rng& rng) {
   const uint64_t r = rng.Uniform(100);
-  if (r < 30) return Op::kInsert;
-  if (r < 55) return Op::kAddBest;
-  if (r < 62) return Op::kAddAny;
-  if (r < 85) return Op::kFinish;
-  if (r < 93) return Op::kRemove;
-  return Op::kRequeue;
+  if (r < 28) return Op::kInsert;
+  if (r < 50) return Op::kAddBest;
+  if (r < 56) return Op::kAddAny;
+  if (r < 76) return Op::kFinish;
+  if (r < 83) return Op::kRemove;
+  if (r < 89) return Op::kRequeue;
+  if (r < 95) return Op::kPark;  // a round passing over its proposal (or any waiting request)
+  return Op::kUnpark;
 }
 
 RequestId PickFrom(Rng& rng, const std::vector<RequestId>& ids) {
@@ -74,11 +79,12 @@ void RunSequence(uint64_t seed, uint32_t chunk, int ops) {
   for (int step = 0; step < ops; ++step) {
     const auto waiting = ref.Waiting();
     const auto active = ref.Active();
+    const auto parked = ref.Parked();
     const Op op = PickOp(rng);
     std::string where = "seed " + std::to_string(seed) + " chunk " + std::to_string(chunk) +
                         " step " + std::to_string(step) + " op " +
                         std::to_string(static_cast<int>(op));
-    if (op == Op::kInsert && waiting.size() + active.size() < 24) {
+    if (op == Op::kInsert && waiting.size() + active.size() + parked.size() < 24) {
       RequestId id = next_id;
       if (!free_ids.empty() && rng.Uniform(2) == 0) {
         id = free_ids.back();
@@ -103,8 +109,9 @@ void RunSequence(uint64_t seed, uint32_t chunk, int ops) {
       tree.Finish(id);
       ref.Finish(id);
       free_ids.push_back(id);
-    } else if (op == Op::kRemove && !waiting.empty()) {
-      const RequestId id = PickFrom(rng, waiting);
+    } else if (op == Op::kRemove && (!waiting.empty() || !parked.empty())) {
+      const bool from_parked = waiting.empty() || (!parked.empty() && rng.Uniform(2) == 0);
+      const RequestId id = PickFrom(rng, from_parked ? parked : waiting);
       tree.Remove(id);
       ref.Remove(id);
       free_ids.push_back(id);
@@ -112,6 +119,15 @@ void RunSequence(uint64_t seed, uint32_t chunk, int ops) {
       const RequestId id = PickFrom(rng, active);
       tree.Requeue(id);
       ref.Requeue(id);
+    } else if (op == Op::kPark && !waiting.empty()) {
+      const RequestId id =
+          rng.Uniform(2) == 0 ? tree.FindBest().value().request : PickFrom(rng, waiting);
+      tree.Park(id);
+      ref.Park(id);
+    } else if (op == Op::kUnpark && !parked.empty()) {
+      const RequestId id = PickFrom(rng, parked);
+      tree.Unpark(id);
+      ref.Unpark(id);
     }
     ExpectSame(tree, ref, where);
     if (::testing::Test::HasFatalFailure() || ::testing::Test::HasNonfatalFailure()) return;
@@ -159,6 +175,36 @@ TEST(ChunkedHashTree, AppendixAlternativeHeuristicExample) {
   tree.AddToBatch(3);
   tree.Finish(1);
   EXPECT_EQ(tree.TipLevel(), 2u);
+}
+
+// A round that passes over its proposal parks it: FindBest names the next request, the peer
+// count leaves the parked one out, and unparking gives it back its place in the order.
+TEST(ChunkedHashTree, ParkingTheProposalNamesTheNextAndUnparkingRestoresTheOrder) {
+  ChtConfig config;
+  config.chunk_tokens = 2;
+  ChunkedHashTree tree(config);
+  tree.Insert(1, std::vector<Token>{1, 1, 2, 2});
+  tree.Insert(2, std::vector<Token>{1, 1, 3, 3});
+  tree.Insert(3, std::vector<Token>{1, 1, 3, 3});
+  tree.AddToBatch(1);
+  ASSERT_EQ(tree.FindBest()->request, 2u);  // ties at one missing chunk: the older one
+  EXPECT_EQ(tree.FindBest()->peers, 2u);
+  tree.Park(2);
+  EXPECT_TRUE(tree.IsParked(2));
+  EXPECT_FALSE(tree.IsWaiting(2));
+  EXPECT_EQ(tree.NumWaiting(), 1u);
+  ASSERT_EQ(tree.FindBest()->request, 3u);
+  EXPECT_EQ(tree.FindBest()->peers, 1u);
+  tree.Park(3);
+  EXPECT_FALSE(tree.FindBest().has_value());
+  tree.Unpark(3);
+  tree.Unpark(2);
+  EXPECT_EQ(tree.FindBest()->request, 2u);  // its insertion order, not its unparking order
+  tree.Park(2);
+  tree.Remove(2);  // a parked request can leave (cancelled mid-round)
+  EXPECT_FALSE(tree.IsParked(2));
+  EXPECT_EQ(tree.FindBest()->request, 3u);
+  tree.CheckInvariants();
 }
 
 TEST(ChunkedHashTree, FirstAdmissionSetsTipToFullLengthAndSecondCutsIt) {

@@ -4,7 +4,9 @@
 // cancellations) over radix-shaped prompts, checked against a plain model of the waiting and
 // running sets: a proposal is always a waiting request, Next() is idempotent until Admit(),
 // NumWaiting() matches, and a round only ends early when nothing waits (or, for round-ranked
-// selectors, when the round's order is exhausted, after which a new round proposes again).
+// selectors, when the round's order is exhausted, after which a new round proposes again). A
+// selector that takes Skip() never proposes the skipped request again in that round, still
+// counts it as waiting, and proposes it again in later rounds; one that refuses changes nothing.
 #include <gtest/gtest.h>
 
 #include <set>
@@ -43,16 +45,28 @@ TEST_P(SelectorConformance, RandomEventSequencesKeepTheContract) {
         waiting.insert(next++);
       } else if (op < 7) {
         selector->BeginRound();
+        std::set<RequestId> skipped;
         const auto limit = rng.Uniform(6);
         for (uint64_t k = 0; k < limit; ++k) {
           const auto c = selector->Next();
           if (!c) {
-            ASSERT_TRUE(waiting.empty() || k > 0) << name << ": no proposal at round start";
+            ASSERT_TRUE(waiting.size() == skipped.size() || k > 0)
+                << name << ": no proposal at round start";
             break;
           }
           ASSERT_TRUE(waiting.contains(c->id)) << name << " proposed " << c->id;
+          ASSERT_FALSE(skipped.contains(c->id)) << name << " proposed a skipped " << c->id;
           const auto again = selector->Next();
           ASSERT_TRUE(again && again->id == c->id) << name << ": Next() not idempotent";
+          if (rng.Uniform(3) == 0) {
+            if (selector->Skip(c->id)) {
+              skipped.insert(c->id);
+              ASSERT_EQ(selector->NumWaiting(), waiting.size()) << name << ": skipped not waiting";
+              continue;
+            }
+            const auto same = selector->Next();  // a refused skip changes nothing
+            ASSERT_TRUE(same && same->id == c->id) << name << ": a refused Skip() changed Next()";
+          }
           selector->Admit(c->id);
           waiting.erase(c->id);
           running.insert(c->id);

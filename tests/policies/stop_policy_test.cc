@@ -26,6 +26,7 @@ namespace {
 
 constexpr StopDecision kAdd = StopDecision::kAdd;
 constexpr StopDecision kStop = StopDecision::kStop;
+constexpr StopDecision kSkip = StopDecision::kSkip;
 constexpr const char* kBanditAuthorsTrace =
     "60 40 5 5 5 1 11 3 4 5 1 2 7 8 8 1 4 4 4 5 4 3 8 11 5 12 2 9 9 5 3 5 4 12 8 7 5 5 5 10 ";
 
@@ -746,17 +747,22 @@ TEST(ConvergePolicy, GuardsACascadeBatchUnderBacklog) {
 }
 
 TEST(ConvergePolicy, AMixedBatchConvergesToItsLargestGroup) {
-  ConvergePolicy policy;
-  const uint32_t w = ConvergePolicy::kMinBacklogRequests;
-  const uint32_t m = kCascadeMinRequests;
-  EXPECT_EQ(policy.Decide(ShapeContext(100, w, 0, 0, {m, 1000, false})), kStop);
-  EXPECT_EQ(policy.Decide(ShapeContext(100, w, 0, 0, {m, 1000, true})), kAdd);
-  // A largest group too small to cascade, or no backlog: admit.
-  EXPECT_EQ(policy.Decide(ShapeContext(100, w, 0, 0, {m - 1, 1000, false})), kAdd);
-  EXPECT_EQ(policy.Decide(ShapeContext(100, w - 1, 0, 0, {m, 1000, false})), kAdd);
-  // Nothing learned: frozen decides the same.
-  policy.set_learning(false);
-  EXPECT_EQ(policy.Decide(ShapeContext(100, w, 0, 0, {m, 1000, false})), kStop);
+  // Before the fit decides, the gate is shut: a request outside the largest group is skipped
+  // (the round goes on to the selector's next proposal, which may be one of the group's peers);
+  // converge-shape the same.
+  for (const bool gated : {true, false}) {
+    ConvergePolicy policy(gated);
+    const uint32_t w = ConvergePolicy::kMinBacklogRequests;
+    const uint32_t m = kCascadeMinRequests;
+    EXPECT_EQ(policy.Decide(ShapeContext(100, w, 0, 0, {m, 1000, false})), kSkip);
+    EXPECT_EQ(policy.Decide(ShapeContext(100, w, 0, 0, {m, 1000, true})), kAdd);
+    // A largest group too small to cascade, or no backlog: admit.
+    EXPECT_EQ(policy.Decide(ShapeContext(100, w, 0, 0, {m - 1, 1000, false})), kAdd);
+    EXPECT_EQ(policy.Decide(ShapeContext(100, w - 1, 0, 0, {m, 1000, false})), kAdd);
+    // Nothing learned: frozen decides the same.
+    policy.set_learning(false);
+    EXPECT_EQ(policy.Decide(ShapeContext(100, w, 0, 0, {m, 1000, false})), kSkip);
+  }
 }
 
 // The gate, on a fit trained on an exact law with one price per KV read, t = 10 + 0.1·n + 1e-5·T

@@ -444,7 +444,8 @@ class FeatherScheduler(Scheduler):
         if self._shape is not None:
             self._shape_fill(context, request, used_blocks)
         self.stats.decisions += 1
-        if self.policy.decide(context) == feather.StopDecision.stop and self.running:
+        # skip as stop: the plugin's queues propose one request per round and cannot pass over it
+        if self.policy.decide(context) != feather.StopDecision.add and self.running:
             self._stopped = True
             self.stats.stops += 1
             return False

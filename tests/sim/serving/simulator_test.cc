@@ -497,6 +497,99 @@ class RecordingPolicy final : public StopPolicy {
   std::vector<int64_t> step_ns;
 };
 
+// Skips every proposal with an odd id while the batch has requests (or every proposal, with
+// `all`), and counts its decisions per round.
+class SkippingPolicy final : public StopPolicy {
+ public:
+  explicit SkippingPolicy(bool all = false) : all_(all) {}
+  std::string_view Name() const override { return "skipping"; }
+  void BeginRound() override { decisions_this_round = 0; }
+  StopDecision Decide(const StopContext&) override {
+    ++decisions_this_round;
+    max_decisions_per_round = std::max(max_decisions_per_round, decisions_this_round);
+    return all_ || (proposed_ % 2 == 1) ? StopDecision::kSkip : StopDecision::kAdd;
+  }
+  void OnStepExecuted(const StepFeedback&) override {}
+  void Propose(RequestId id) { proposed_ = id; }
+  uint32_t decisions_this_round = 0;
+  uint32_t max_decisions_per_round = 0;
+
+ private:
+  bool all_;
+  RequestId proposed_ = 0;
+};
+
+// Tells the policy which request each proposal is (StopContext does not carry the id).
+class TellingSelector final : public CandidateSelector {
+ public:
+  TellingSelector(std::unique_ptr<CandidateSelector> inner, SkippingPolicy& policy)
+      : inner_(std::move(inner)), policy_(policy) {}
+  std::string_view Name() const override { return inner_->Name(); }
+  void OnArrival(const RequestInfo& r) override { inner_->OnArrival(r); }
+  void BeginRound() override { inner_->BeginRound(); }
+  std::optional<Candidate> Next() override {
+    std::optional<Candidate> c = inner_->Next();
+    if (c) policy_.Propose(c->id);
+    return c;
+  }
+  void Admit(RequestId id) override { inner_->Admit(id); }
+  bool Skip(RequestId id) override { return inner_->Skip(id); }
+  void OnFinish(RequestId id) override { inner_->OnFinish(id); }
+  void OnPreempt(RequestId id) override { inner_->OnPreempt(id); }
+  void OnCancel(RequestId id) override { inner_->OnCancel(id); }
+  size_t NumWaiting() const override { return inner_->NumWaiting(); }
+  size_t MemoryBytes() const override { return inner_->MemoryBytes(); }
+
+ private:
+  std::unique_ptr<CandidateSelector> inner_;
+  SkippingPolicy& policy_;
+};
+
+TEST(SimulatorTest, ASkipPassesOverTheProposalWhereTheSelectorCanSkip) {
+  // 40 requests of one group, all at t = 0. The CHT parks each odd one and proposes the next:
+  // the first round admits the 20 even ones. FCFS cannot skip: the skip ends the round, so the
+  // first round admits request 0 alone, and request 1 (always proposed first) waits for an
+  // empty batch.
+  const Workload w = MakeWorkload(40, 1, 64, 16, 8, 0);
+  for (const char* name : {"cht", "fcfs"}) {
+    SCOPED_TRACE(name);
+    SkippingPolicy policy;
+    TellingSelector selector(MakeSelector(name), policy);
+    ConstantEngine engine;
+    Simulator sim(SmallConfig(), w, selector, policy, engine);
+    const SimResult r = sim.Run();
+    ExpectConservation(r, w);
+    ASSERT_FALSE(r.records.steps.empty());
+    const int64_t first = r.records.requests[0].first_token_ns;
+    for (RequestId id = 0; id < 40; ++id) {
+      const bool with_first = r.records.requests[id].first_token_ns == first;
+      if (std::string_view(name) == "cht") {
+        EXPECT_EQ(with_first, id % 2 == 0) << id;
+      } else {
+        EXPECT_EQ(with_first, id == 0) << id;
+      }
+    }
+    EXPECT_EQ(r.records.steps.front().admitted, std::string_view(name) == "cht" ? 20u : 1u);
+  }
+}
+
+TEST(SimulatorTest, SkipsPerRoundAreCappedAndSkippedRequestsStillWait) {
+  // A policy that skips everything: each round admits only into an empty batch, passes over at
+  // most kMaxSkipsPerRound proposals, and counts the skipped ones as waiting throughout.
+  const uint32_t count = kMaxSkipsPerRound + 40;
+  const Workload w = MakeWorkload(count, 2, 64, 16, 4, 0);
+  SkippingPolicy policy(/*all=*/true);
+  TellingSelector selector(MakeSelector("cht"), policy);
+  ConstantEngine engine;
+  Simulator sim(SmallConfig(), w, selector, policy, engine);
+  const SimResult r = sim.Run();
+  ExpectConservation(r, w);
+  // The empty batch's decision, then kMaxSkipsPerRound skips the selector took, then the one
+  // that ended the round.
+  EXPECT_EQ(policy.max_decisions_per_round, kMaxSkipsPerRound + 2);
+  EXPECT_EQ(r.records.steps.front().admitted, 1u);
+}
+
 class DecodePricingEngine final : public Engine {
  public:
   std::string_view Name() const override { return "decode-pricing"; }
