@@ -652,14 +652,20 @@ void ChunkedHashTree::Requeue(RequestId id) {
   cache_valid_ = false;
 }
 
-void ChunkedHashTree::Park(RequestId id) {
-  FEATHER_CHECK(IsWaiting(id), "Park of a request that is not waiting");
+// Waiting -> `to`: the request leaves the waiting counts of its path, and its terminal entry
+// goes stale (I3). The caller repairs.
+void ChunkedHashTree::LeaveWaiting(RequestId id, State to) {
   RequestSlot& slot = requests_[id];
-  slot.state = State::kParked;
-  ++slot.epoch;  // retires its terminal entry (I3)
+  slot.state = to;
+  ++slot.epoch;
   --num_waiting_;
   for (uint32_t n = slot.leaf; n != kRoot; n = nodes_[n].parent) --nodes_[n].waiting;
-  Repair(slot.leaf, kNoNode);
+}
+
+void ChunkedHashTree::Park(RequestId id) {
+  FEATHER_CHECK(IsWaiting(id), "Park of a request that is not waiting");
+  LeaveWaiting(id, State::kParked);
+  Repair(requests_[id].leaf, kNoNode);
   cache_valid_ = false;
 }
 
@@ -670,13 +676,12 @@ void ChunkedHashTree::Unpark(RequestId id) {
 }
 
 void ChunkedHashTree::Remove(RequestId id) {
-  if (IsParked(id)) Unpark(id);
-  FEATHER_CHECK(IsWaiting(id), "Remove of a request that is not waiting");
-  RequestSlot& slot = requests_[id];
-  slot.state = State::kAbsent;
-  ++slot.epoch;
-  --num_waiting_;
-  for (uint32_t n = slot.leaf; n != kRoot; n = nodes_[n].parent) --nodes_[n].waiting;
+  FEATHER_CHECK(IsWaiting(id) || IsParked(id), "Remove of a request that is not waiting");
+  if (IsWaiting(id)) {
+    LeaveWaiting(id, State::kAbsent);
+  } else {
+    requests_[id].state = State::kAbsent;  // parked: already out of the counts and queues
+  }
   const ChainView hashes = HashesOf(id);
   uint32_t segment_top = kNoNode;
   const uint32_t survivor = DetachFromTree(id, &segment_top);

@@ -243,6 +243,7 @@ class ChunkedHashTree {
   void FreeNode(uint32_t node, ChainView hashes);
   void MergeIntoOnlyChild(uint32_t node, ChainView hashes);
   [[nodiscard]] uint32_t LeaveActive(RequestId id);
+  void LeaveWaiting(RequestId id, State to);
   void ExtendTip();
   [[nodiscard]] uint32_t DeepestActiveAncestor(uint32_t node) const;
   [[nodiscard]] RequestSlot& SlotFor(RequestId id);

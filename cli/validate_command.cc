@@ -144,6 +144,16 @@ struct HostSpeed {
   double gemm_peak = 0;
 };
 
+// The probes of calibration (hw/probes.h) with `threads` and its settings (`quick`: the short
+// ones of a `calibrate --quick` profile); the GEMM peak only when `gemm` (0 otherwise).
+HostSpeed ProbeHostSpeed(int threads, bool quick, bool gemm = true) {
+  hw::BandwidthOptions bandwidth = quick ? hw::BandwidthOptions::Quick() : hw::BandwidthOptions{};
+  bandwidth.num_threads = threads;
+  const hw::PeakGemmOptions peak = quick ? hw::PeakGemmOptions::Quick() : hw::PeakGemmOptions{};
+  return {hw::MeasureReadBandwidth(bandwidth).bytes_per_s,
+          gemm ? hw::MeasurePeakGemmFlops(hw::DefaultGemmBackend(), threads, peak).flops_per_s : 0};
+}
+
 // Whether --profile was measured on this machine (hw/foreign_host.h, with the DRAM read and GEMM
 // peak probes of this host: `speed` when they were just taken with the profile's thread count and
 // probe settings, else taken here): "same host", "not recorded" (a spec profile), or the
@@ -155,14 +165,8 @@ std::string CheckProfileHost(const ValidateCommandOptions& options, const std::s
   // A CPU profile's dense_flops_per_s is its host's GEMM peak probe; a GPU profile's is the GPU's.
   const bool cpu = options.engine == "cpu";
   if (!speed) {
-    const int threads = static_cast<int>(profile.measured_on->threads);
-    const bool quick = profile.measured_on->probes == "quick";
-    hw::BandwidthOptions bandwidth = quick ? hw::BandwidthOptions::Quick() : hw::BandwidthOptions{};
-    bandwidth.num_threads = threads;
-    const hw::PeakGemmOptions gemm = quick ? hw::PeakGemmOptions::Quick() : hw::PeakGemmOptions{};
-    speed = HostSpeed{
-        hw::MeasureReadBandwidth(bandwidth).bytes_per_s,
-        cpu ? hw::MeasurePeakGemmFlops(hw::DefaultGemmBackend(), threads, gemm).flops_per_s : 0};
+    speed = ProbeHostSpeed(static_cast<int>(profile.measured_on->threads),
+                           profile.measured_on->probes == "quick", cpu);
   }
   const std::optional<std::string> why =
       ForeignHostDifference(IdentityOf(*profile.measured_on, cpu ? profile.dense_flops_per_s : 0),
@@ -246,12 +250,8 @@ class HostProbes {
   // Probes the host now; `at` says when ("before measured-1", "after measured-3").
   void Take(const std::string& at) {
     if (!skipped_.empty()) return;
-    hw::BandwidthOptions bandwidth =
-        quick_ ? hw::BandwidthOptions::Quick() : hw::BandwidthOptions{};
-    bandwidth.num_threads = threads_;
-    const hw::PeakGemmOptions gemm = quick_ ? hw::PeakGemmOptions::Quick() : hw::PeakGemmOptions{};
-    Probe probe{at, hw::MeasureReadBandwidth(bandwidth).bytes_per_s,
-                hw::MeasurePeakGemmFlops(hw::DefaultGemmBackend(), threads_, gemm).flops_per_s};
+    const HostSpeed speed = ProbeHostSpeed(threads_, quick_);
+    Probe probe{at, speed.read_bw, speed.gemm_peak};
     TakeStepProbe(probe);
     probes_.push_back(std::move(probe));
     ThrowIfInterrupted();

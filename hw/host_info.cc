@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "base/cpus.h"
+#include "base/input_text.h"
 #include "feather_git_rev.h"  // FEATHER_GIT_REV, written at build time (cmake/GitRevision.cmake)
 #include "hw/attention_internal.h"
 #include "hw/gemm.h"
@@ -62,10 +63,7 @@ template <size_t N>
 std::array<std::string, N> CpuinfoValues(std::string_view text,
                                          const std::array<std::string_view, N>& keys) {
   std::array<std::string, N> found;
-  while (!text.empty()) {
-    const size_t end = text.find('\n');
-    const std::string_view line = text.substr(0, end);
-    text = end == std::string_view::npos ? std::string_view{} : text.substr(end + 1);
+  for (const std::string_view line : SplitLines(text)) {
     const size_t colon = line.find(':');
     if (colon == std::string_view::npos) continue;
     const std::string_view key = Trim(line.substr(0, colon));
