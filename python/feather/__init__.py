@@ -3,7 +3,7 @@
 The C++ core through a thin binding (names follow the C++ in snake_case):
 
 - ``ChunkedHashTree``: the Chunked Hash Tree prefix detector (insert tokens or block hashes,
-  ``find_best``, ``add_to_batch``, ``finish``, ``remove``, ``requeue``).
+  ``find_best``, ``add_to_batch``, ``finish``, ``remove``, ``requeue``, ``park``, ``unpark``).
 - ``make_stop_policy`` / ``stop_policy_from_scenario`` and ``StopPolicy``: the stop policies
   (``decide``, ``on_step_executed`` with the step's reward, ``save`` / ``load``).
 - ``BatchShapeTracker``: the batch shape a stop policy reads (``StopContext``'s batch fields),
@@ -20,6 +20,7 @@ scenario file, RuntimeError for files that cannot be read or written); nothing a
 from feather._feather import (
     CASCADE_MIN_PREFIX_TOKENS,
     CASCADE_MIN_REQUESTS,
+    MAX_SKIPS_PER_ROUND,
     BatchShapeTracker,
     ChtCandidate,
     ChunkedHashTree,
@@ -45,6 +46,7 @@ from feather._run import UnservedError, run
 __all__ = [
     "CASCADE_MIN_PREFIX_TOKENS",
     "CASCADE_MIN_REQUESTS",
+    "MAX_SKIPS_PER_ROUND",
     "BatchShapeTracker",
     "ChtCandidate",
     "ChunkedHashTree",

@@ -43,6 +43,7 @@ void CheckId(RequestId id) {
 std::string StateOf(const ChunkedHashTree& tree, RequestId id) {
   if (tree.IsWaiting(id)) return "waiting";
   if (tree.IsActive(id)) return "active";
+  if (tree.IsParked(id)) return "parked";
   return "not in the tree";
 }
 
@@ -56,7 +57,7 @@ void Require(bool ok, const ChunkedHashTree& tree, RequestId id, const char* ope
 
 void CheckAbsent(const ChunkedHashTree& tree, RequestId id, const char* operation) {
   CheckId(id);
-  if (tree.IsWaiting(id) || tree.IsActive(id)) {
+  if (tree.IsWaiting(id) || tree.IsActive(id) || tree.IsParked(id)) {
     throw nb::value_error((std::string(operation) + "(" + std::to_string(id) +
                            "): the id is already in the tree (" + StateOf(tree, id) + ")")
                               .c_str());
@@ -204,12 +205,31 @@ void BindChunkedHashTree(nb::module_& m) {
       .def(
           "remove",
           [](ChunkedHashTree& t, RequestId id) {
-            Require(t.IsWaiting(id), t, id, "remove", "waiting");
+            Require(t.IsWaiting(id) || t.IsParked(id), t, id, "remove", "waiting or parked");
             t.Remove(id);
           },
           "id"_a,
-          "Waiting -> gone (cancelled before admission). Raises ValueError when `id` is not "
-          "waiting.")
+          "Waiting or parked -> gone (cancelled before admission). Raises ValueError when `id` "
+          "is neither.")
+      .def(
+          "park",
+          [](ChunkedHashTree& t, RequestId id) {
+            Require(t.IsWaiting(id), t, id, "park", "waiting");
+            t.Park(id);
+          },
+          "id"_a,
+          "Waiting -> parked: out of find_best's reach and of num_waiting and the peer counts "
+          "until unpark, still in the tree (a round that passes over a proposal, "
+          "StopDecision.skip). Raises ValueError when `id` is not waiting.")
+      .def(
+          "unpark",
+          [](ChunkedHashTree& t, RequestId id) {
+            Require(t.IsParked(id), t, id, "unpark", "parked");
+            t.Unpark(id);
+          },
+          "id"_a,
+          "Parked -> waiting, with its original insertion order for ties. Raises ValueError "
+          "when `id` is not parked.")
       .def(
           "requeue",
           [](ChunkedHashTree& t, RequestId id) {
@@ -225,6 +245,7 @@ void BindChunkedHashTree(nb::module_& m) {
       .def("num_active", &ChunkedHashTree::NumActive, "Number of active requests.")
       .def("is_waiting", &ChunkedHashTree::IsWaiting, "id"_a, "Whether `id` is waiting.")
       .def("is_active", &ChunkedHashTree::IsActive, "id"_a, "Whether `id` is active.")
+      .def("is_parked", &ChunkedHashTree::IsParked, "id"_a, "Whether `id` is parked.")
       .def(
           "missing_count",
           [](const ChunkedHashTree& t, RequestId id) {
@@ -237,11 +258,11 @@ void BindChunkedHashTree(nb::module_& m) {
       .def(
           "num_chunks_of",
           [](const ChunkedHashTree& t, RequestId id) {
-            Require(t.IsWaiting(id) || t.IsActive(id), t, id, "num_chunks_of",
-                    "waiting or active");
+            Require(t.IsWaiting(id) || t.IsActive(id) || t.IsParked(id), t, id,
+                    "num_chunks_of", "in the tree");
             return t.NumChunksOf(id);
           },
-          "id"_a, "Number of chunks of request `id` (waiting or active).")
+          "id"_a, "Number of chunks of request `id` (waiting, active or parked).")
       .def("num_nodes", &ChunkedHashTree::NumNodes,
            "Live nodes of the path-compressed tree (the root included).")
       .def("memory_bytes", &ChunkedHashTree::MemoryBytes,

@@ -113,6 +113,8 @@ void BindStopPolicies(nb::module_& m) {
       .value("stop", StopDecision::kStop, "close the batch")
       .value("skip", StopDecision::kSkip,
              "pass over the proposal for this round (a selector that cannot skip: stop)");
+  // A round takes at most this many skips; the next one is a stop (policies/stop_policy.h).
+  m.attr("MAX_SKIPS_PER_ROUND") = kMaxSkipsPerRound;
 
   nb::enum_<StateBins>(m, "StateBins",
                        "How the bandit and Q-learning discretize (b, delta, w) "

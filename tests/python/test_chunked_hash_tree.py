@@ -13,19 +13,20 @@ class Reference:
     """The CHT's semantics from scratch (cht/reference_cht.h), keyed without hashing.
 
     A request is a list of chunk keys: key c is the whole prefix up to chunk c (a tuple), so
-    equal keys mean equal prefixes by construction.
+    equal keys mean equal prefixes by construction. Its state: "waiting", "active" or "parked"
+    (passed over this round: neither waiting nor in the working set).
     """
 
     def __init__(self):
-        self.requests = {}  # id -> [keys, seq, active]
+        self.requests = {}  # id -> [keys, seq, state]
         self.seq = 0
 
     def insert(self, rid, keys):
-        self.requests[rid] = [keys, self.seq, False]
+        self.requests[rid] = [keys, self.seq, "waiting"]
         self.seq += 1
 
     def working_set(self):
-        return {(c, k) for keys, _, active in self.requests.values() if active
+        return {(c, k) for keys, _, state in self.requests.values() if state == "active"
                 for c, k in enumerate(keys, 1)}
 
     def missing(self, rid, ws=None):
@@ -33,7 +34,7 @@ class Reference:
         return sum((c, k) not in ws for c, k in enumerate(self.requests[rid][0], 1))
 
     def tip(self):
-        active = [keys for keys, _, a in self.requests.values() if a]
+        active = [keys for keys, _, state in self.requests.values() if state == "active"]
         if not active:
             return 0
         tip = len(active[0])
@@ -44,11 +45,17 @@ class Reference:
             tip = common
         return tip
 
+    def in_state(self, wanted):
+        return sorted(r for r, (_, _, state) in self.requests.items() if state == wanted)
+
     def waiting(self):
-        return sorted(r for r, (_, _, a) in self.requests.items() if not a)
+        return self.in_state("waiting")
 
     def active(self):
-        return sorted(r for r, (_, _, a) in self.requests.items() if a)
+        return self.in_state("active")
+
+    def parked(self):
+        return self.in_state("parked")
 
     def find_best(self):
         ws = self.working_set()
@@ -91,7 +98,10 @@ def assert_same(tree, ref):
         assert tree.missing_count(rid) == ref.missing(rid, ws), rid
         assert tree.num_chunks_of(rid) == len(ref.requests[rid][0])
     for rid in ref.active():
-        assert tree.is_active(rid) and not tree.is_waiting(rid)
+        assert tree.is_active(rid) and not tree.is_waiting(rid) and not tree.is_parked(rid)
+    for rid in ref.parked():
+        assert tree.is_parked(rid) and not tree.is_waiting(rid) and not tree.is_active(rid)
+        assert tree.num_chunks_of(rid) == len(ref.requests[rid][0])
     best = tree.find_best()
     want = ref.find_best()
     if want is None:
@@ -141,21 +151,29 @@ def test_matches_brute_force_reference(seed, use_blocks):
             best = tree.find_best()
             rid = best.request if rng.random() < 0.7 else rng.choice(waiting)
             tree.add_to_batch(rid)
-            ref.requests[rid][2] = True
+            ref.requests[rid][2] = "active"
         elif op < 0.7 and active:
             rid = rng.choice(active)
             tree.finish(rid)
             del ref.requests[rid]
             free_ids.append(rid)
-        elif op < 0.8 and waiting:
-            rid = rng.choice(waiting)
+        elif op < 0.8 and (waiting or ref.parked()):
+            rid = rng.choice(waiting + ref.parked())
             tree.remove(rid)
             del ref.requests[rid]
             free_ids.append(rid)
         elif op < 0.9 and active:
             rid = rng.choice(active)
             tree.requeue(rid)
-            ref.requests[rid][2] = False
+            ref.requests[rid][2] = "waiting"
+        elif op < 0.95 and waiting:  # a round passes over the proposal (StopDecision.skip)
+            rid = tree.find_best().request
+            tree.park(rid)
+            ref.requests[rid][2] = "parked"
+        elif ref.parked():  # the round ends
+            for rid in ref.parked():
+                tree.unpark(rid)
+                ref.requests[rid][2] = "waiting"
         assert_same(tree, ref)
 
 
@@ -215,6 +233,16 @@ def test_bad_input_raises_and_leaves_the_tree_unchanged():
         tree.missing_count(1)
     with pytest.raises(ValueError, match="num_chunks_of"):
         tree.num_chunks_of(5)
+    with pytest.raises(ValueError, match=r"park\(1\): the request is active, not waiting"):
+        tree.park(1)
+    with pytest.raises(ValueError, match=r"unpark\(0\): the request is waiting, not parked"):
+        tree.unpark(0)
+    tree.park(0)
+    with pytest.raises(ValueError, match=r"insert\(0\): the id is already in the tree \(parked\)"):
+        tree.insert(0, [5])
+    with pytest.raises(ValueError, match=r"add_to_batch\(0\): the request is parked"):
+        tree.add_to_batch(0)
+    tree.unpark(0)
     with pytest.raises(ValueError, match="is over"):
         tree.insert(feather.ChunkedHashTree.max_request_id + 1, [1])
     with pytest.raises(TypeError):

@@ -119,6 +119,43 @@ def test_converge_without_the_batch_shape_differs(monkeypatch):
     assert result.scheduler.stats.stops == 0
 
 
+def test_converge_skips_as_feathers_simulator_does(monkeypatch):
+    # On the radix tree converge's rule 3 passes over proposals outside the batch's largest
+    # group (StopDecision.skip): the queue parks them and the gate asks about the next, as
+    # feather's BuildBatch does. Thousands of skips, every step equal.
+    overrides = ["scheduler.stop=converge"]
+    result = plugin_check.replay_plugin(str(WORKLOADS / "radix-bandit.yaml"), overrides)
+    assert result.first_difference is None, f"step {result.first_difference}: {result.detail}"
+    assert len(result.vllm) >= 1000
+    stats = result.scheduler.stats
+    assert stats.skips >= 1000 and stats.stops >= 10
+    queue = result.scheduler.waiting
+    assert not queue._parked and queue.tree.num_waiting() == 0 and not queue._ids
+    # Taken as a stop (the plugin before it could park), the same replay parts from feather's.
+    monkeypatch.setattr(ChtRequestQueue, "skip", lambda self, request: False)
+    blind = plugin_check.replay_plugin(str(WORKLOADS / "radix-bandit.yaml"), overrides,
+                                       max_steps=600)
+    assert blind.first_difference is not None and blind.scheduler.stats.skips == 0
+
+
+def test_parked_requests_still_wait():
+    # A parked request is out of find_best's reach but counts in len and iteration, and can be
+    # aborted while parked; unpark_all brings it back in its insertion order.
+    queue = ChtRequestQueue(16, gate=lambda _queue: True)
+    requests = [conformance.make_vllm_request(i, list(range(i * 100 + 1, i * 100 + 49)), 4, 16)
+                for i in range(3)]
+    for request in requests:
+        queue.add_request(request)
+    assert queue.peek_request() is requests[0]
+    assert queue.skip(requests[0]) and queue.peek_request() is requests[1]
+    assert len(queue) == 3 and list(queue) == requests
+    queue.remove_request(requests[0])  # aborted while parked
+    assert len(queue) == 2 and not queue._parked
+    assert queue.skip(requests[1]) and queue.peek_request() is requests[2]
+    queue.unpark_all()
+    assert queue.peek_request() is requests[1] and len(queue) == 2
+
+
 def test_fcfs_selector_under_a_policy_decides_as_feathers_simulator():
     # vLLM's own order, gated by the bandit (no prefix signal: its state is b and the waiting
     # count). The policy must be asked once per proposal, not again by peek_request.

@@ -26,7 +26,12 @@ changed, both without patching vLLM:
    ends exactly where feather's BuildBatch does, and nothing in vLLM changes. As in feather's
    simulator: the policy is not asked when the batch is at ``max_num_seqs`` (``__bool__`` answers
    True and vLLM's own check stops), an empty batch takes its first candidate whatever the policy
-   says, and a Stop latches until the next step. The round starts (``StopPolicy.begin_round``) at
+   says, and a Stop latches until the next step. A Skip (``converge``'s rule 3) parks the
+   proposal in the tree (``ChunkedHashTree.park``: out of ``find_best``'s reach, still counted
+   in ``len``) and the gate asks about the next proposal, up to ``MAX_SKIPS_PER_ROUND`` a round,
+   as feather's BuildBatch does; the parked requests wait again once ``schedule()`` returns.
+   With selector ``fcfs`` a Skip is a Stop (the simulator's FCFS selector cannot skip either).
+   The round starts (``StopPolicy.begin_round``) at
    the first question of a step, so a step whose admission loop vLLM skips (a preemption happened)
    has no round, as in feather.
 
@@ -214,6 +219,7 @@ class ChtRequestQueue(RequestQueue):
         self._requests: dict[int, Request] = {}  # tree id -> request
         self._free_ids: list[int] = []
         self._next_id = 0
+        self._parked: list[int] = []  # tree ids passed over this round (StopDecision.skip)
 
     # The proposal and its prefix signal.
     def best(self) -> tuple[Request, feather.PrefixSignal] | None:
@@ -248,6 +254,23 @@ class ChtRequestQueue(RequestQueue):
             digest.update(array.array("q", tail).tobytes())
             keys.append(int.from_bytes(digest.digest(), "little"))
         return keys
+
+    def skip(self, request: Request) -> bool:
+        """Passes over the proposal for the rest of this schedule() call: the tree parks it, so
+        ``best`` names the next one; it still counts in ``len``. ``unpark_all`` ends the round."""
+        tree_id = self._ids[request.request_id]
+        self.tree.park(tree_id)
+        self._parked.append(tree_id)
+        return True
+
+    def unpark_all(self) -> None:
+        for tree_id in self._parked:
+            self.tree.unpark(tree_id)
+        self._parked.clear()
+
+    def _drop_parked(self, tree_id: int) -> None:
+        if self.tree.is_parked(tree_id):
+            self._parked.remove(tree_id)
 
     def _release(self, request_id: str) -> None:
         tree_id = self._ids.pop(request_id)
@@ -289,7 +312,9 @@ class ChtRequestQueue(RequestQueue):
 
     def remove_request(self, request: Request) -> None:
         tree_id = self._ids.get(request.request_id)
-        if tree_id is not None and self.tree.is_waiting(tree_id):
+        if tree_id is not None and (self.tree.is_waiting(tree_id) or
+                                    self.tree.is_parked(tree_id)):
+            self._drop_parked(tree_id)
             self.tree.remove(tree_id)
             self._release(request.request_id)
             self._on_waiting(request, -1)
@@ -305,23 +330,25 @@ class ChtRequestQueue(RequestQueue):
             return
         if self.tree.is_active(tree_id):
             self.tree.finish(tree_id)
-        elif self.tree.is_waiting(tree_id):
+        elif self.tree.is_waiting(tree_id) or self.tree.is_parked(tree_id):
+            self._drop_parked(tree_id)
             self.tree.remove(tree_id)
             self._on_waiting(request, -1)
         self._release(request.request_id)
 
     def has_waiting(self) -> bool:
+        """Whether the tree has a proposal (parked requests wait, but not this round)."""
         return self.tree.num_waiting() > 0
 
     def __bool__(self) -> bool:
         return self._gate(self)
 
     def __len__(self) -> int:
-        return self.tree.num_waiting()
+        return self.tree.num_waiting() + len(self._parked)
 
     def __iter__(self) -> Iterator[Request]:
         return iter([self._requests[i] for i in sorted(self._requests)
-                     if self.tree.is_waiting(i)])
+                     if self.tree.is_waiting(i) or self.tree.is_parked(i)])
 
 
 class GatedFcfsRequestQueue(FCFSRequestQueue):
@@ -346,6 +373,12 @@ class GatedFcfsRequestQueue(FCFSRequestQueue):
     def forget(self, request: Request) -> None:
         pass  # FCFS keeps nothing about running requests
 
+    def skip(self, request: Request) -> bool:
+        return False  # FCFS order cannot pass over its head: skip is stop, as in feather
+
+    def unpark_all(self) -> None:
+        pass
+
     def __bool__(self) -> bool:
         return self._gate(self)
 
@@ -355,6 +388,7 @@ class PluginStats:
     rounds: int = 0
     decisions: int = 0
     stops: int = 0  # a Stop that ended admission (not those overruled by an empty batch)
+    skips: int = 0  # proposals passed over (StopDecision.skip, up to MAX_SKIPS_PER_ROUND a round)
     rewarded_steps: int = 0
     overlapped_steps: int = 0  # schedule() calls while a step was in flight (no admission)
 
@@ -392,6 +426,7 @@ class FeatherScheduler(Scheduler):
         self._forming = False
         self._round_begun = False
         self._stopped = False
+        self._skips = 0  # skips taken this round
         self._running_at_round_start = 0
         self._pool = self.kv_cache_manager.block_pool
         # The batch shape, for a policy that reads it (mpc, converge): module comment, point 3.
@@ -426,30 +461,42 @@ class FeatherScheduler(Scheduler):
         if not self._round_begun:
             self.policy.begin_round()
             self._round_begun = True
+            self._skips = 0
             self._running_at_round_start = len(self.running)
             self.stats.rounds += 1
             if self._shape is not None:
                 self._shape_begin_round()
-        request, signal = queue.best()
-        used_blocks = self._kv_total_blocks - self._pool.get_num_free_blocks()
-        context = feather.StopContext(
-            batch_size=len(self.running),
-            admitted_this_round=len(self.running) - self._running_at_round_start,
-            signal=signal,
-            waiting=len(queue),
-            kv_used_blocks=used_blocks,
-            kv_total_blocks=self._kv_total_blocks,
-            candidate_blocks=-(-request.num_tokens // self.block_size),
-            max_batch_requests=self.max_num_active_reqs)
-        if self._shape is not None:
-            self._shape_fill(context, request, used_blocks)
-        self.stats.decisions += 1
-        # skip as stop: the plugin's queues propose one request per round and cannot pass over it
-        if self.policy.decide(context) != feather.StopDecision.add and self.running:
+        while True:
+            best = queue.best()
+            if best is None:
+                return False  # every waiting request was passed over: nothing to propose
+            request, signal = best
+            used_blocks = self._kv_total_blocks - self._pool.get_num_free_blocks()
+            context = feather.StopContext(
+                batch_size=len(self.running),
+                admitted_this_round=len(self.running) - self._running_at_round_start,
+                signal=signal,
+                waiting=len(queue),
+                kv_used_blocks=used_blocks,
+                kv_total_blocks=self._kv_total_blocks,
+                candidate_blocks=-(-request.num_tokens // self.block_size),
+                max_batch_requests=self.max_num_active_reqs)
+            if self._shape is not None:
+                self._shape_fill(context, request, used_blocks)
+            self.stats.decisions += 1
+            decision = self.policy.decide(context)
+            if decision == feather.StopDecision.add or not self.running:
+                return True
+            # Skip: the queue parks the proposal and the policy is asked about the next one, as
+            # feather's BuildBatch does; past the cap (or with FCFS order) a skip is a stop.
+            if (decision == feather.StopDecision.skip and
+                    self._skips < feather.MAX_SKIPS_PER_ROUND and queue.skip(request)):
+                self._skips += 1
+                self.stats.skips += 1
+                continue
             self._stopped = True
             self.stats.stops += 1
             return False
-        return True
 
     # The batch shape (module comment, point 3).
     def _shape_id(self, request: Request) -> int:
@@ -515,6 +562,7 @@ class FeatherScheduler(Scheduler):
             output = super().schedule(*args, **kwargs)
         finally:
             self._forming = False
+            self.waiting.unpark_all()  # the round's skips end with it
         if output.total_num_scheduled_tokens > 0:
             self._in_flight.append((id(output), time.monotonic_ns()))
             if self._shape is not None:
