@@ -9,8 +9,8 @@
 // each tile while it is hot in L1, so KV is read from memory once.
 // The tile step exists as portable scalar code and as one SIMD template (attention_tile_simd.h)
 // instantiated for AVX2+FMA, AVX-512 and AVX-512 with BF16 dot products; ActiveTileKernels()
-// picks one by the CPU's features (checked once per process) unless a test or the
-// FEATHER_ATTENTION_ISA variable forces one.
+// picks one by the CPU's features and, between the two AVX-512 steps, by a timing probe (both
+// once per process) unless a test or the FEATHER_ATTENTION_ISA variable forces one.
 #pragma once
 
 #include <cstddef>
@@ -111,7 +111,8 @@ struct TileKernels {
 // SetTileKernelsForTesting.
 [[nodiscard]] const TileKernels& Avx2EmulatedBf16DotTileKernels();
 
-// The tile steps. kAuto: the widest of scalar, avx2, avx512 and avx512bf16 the CPU supports.
+// The tile steps. kAuto: the widest of scalar, avx2 and avx512 the CPU supports, and avx512bf16
+// over avx512 where it is the faster (below, Bf16DotPreferred).
 // kAvx512Bf16 computes bf16 pools in bf16 math: it rounds q and the softmax weights to bf16
 // (~2^-9 relative per product, what GPU attention kernels do for bf16 models; 1.3-1.5x the
 // avx512 step's speed in cache on Zen 4, hw/README.md) where the others are fp32-exact; its fp32
@@ -131,6 +132,23 @@ enum class AttentionIsa : uint8_t { kAuto, kScalar, kAvx2, kAvx512, kAvx512Bf16 
 // Not thread-safe against running kernels.
 bool SetAttentionIsaForTesting(AttentionIsa isa);
 [[nodiscard]] AttentionIsa ActiveAttentionIsa();  // never kAuto
+// kAuto on a CPU with AVX-512 BF16 takes kAvx512Bf16 unless the AVX-512 pairs step runs bf16
+// pools more than kBf16PathMargin faster in cache (timed once per process at the first call:
+// both steps over 512 tokens in L2, the fastest of 7 alternating passes each). Which is faster
+// depends on the microarchitecture, not on the ISA: vdpbf16ps wins on Zen 4 and loses on Intel
+// Xeons with two 512-bit FMA units (hw/README.md, "bf16 by measurement"). The margin keeps the
+// dot step where the two are within noise. FEATHER_ATTENTION_ISA names one outright.
+inline constexpr double kBf16PathMargin = 0.05;
+// The rule on the two probe times: true (keep the dot step) unless pairs·(1 + margin) < dot.
+[[nodiscard]] bool Bf16DotPreferred(double dot_seconds, double pairs_seconds);
+// The probe's times (seconds per pass of each step; zeros and dot_preferred false on a CPU
+// without AVX-512 BF16, where it does not run), measured once per process at the first call.
+struct Bf16PathTimes {
+  double dot_seconds = 0;
+  double pairs_seconds = 0;
+  bool dot_preferred = false;
+};
+[[nodiscard]] const Bf16PathTimes& Bf16PathProbe();
 // The kernels of ActiveAttentionIsa(), or those SetTileKernelsForTesting installed.
 [[nodiscard]] const TileKernels& ActiveTileKernels();
 // Tests only: makes ActiveTileKernels() return `kernels` (null: back to the ISA's own), whose

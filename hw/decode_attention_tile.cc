@@ -4,12 +4,14 @@
 // the log-sum-exp merges.
 #include <algorithm>
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <iterator>
 #include <limits>
 #include <string_view>
+#include <vector>
 
 #include "hw/attention_internal.h"
 #include "hw/decode_attention.h"
@@ -127,7 +129,74 @@ void RunTile(const TileFn (*fns)[2], LaneScratch& scratch, uint32_t first, uint3
   }
 }
 
+// Seconds of the fastest of `passes` runs of `kernels`' bf16 tile step over a range that stays
+// in L2 (kProbeTokens tokens of one kv head at head dim 128, 4 query heads: Llama-3-8B's group):
+// the step's own speed, the same measurement as BM_DecodeInCache. `passes` alternate with the
+// other path's in the caller, so both see the same machine.
+constexpr uint32_t kProbeTokens = 512;  // K and V: 256 KiB in bf16, inside Zen 4's 1 MiB L2
+constexpr uint32_t kProbeDim = 128;
+constexpr uint32_t kProbeHeads = 4;
+
+struct Bf16Probe {
+  PagedKvLayout layout{kProbeTokens / 16, 1, 16, kProbeDim, KvDtype::kBf16};
+  std::vector<uint16_t> k, v;
+  std::vector<uint32_t> table;
+  std::vector<float> q;
+  Bf16Probe() : k(layout.BlockElems() * layout.num_blocks), v(k.size()), q(kProbeHeads * kProbeDim) {
+    uint32_t state = 12345;  // any values: the step's time does not depend on them
+    auto next = [&state] {
+      state = state * 1664525u + 1013904223u;
+      return static_cast<float>(state >> 8) / 16777216.0f - 0.5f;
+    };
+    for (uint16_t& x : k) x = FloatToBf16(next());
+    for (uint16_t& x : v) x = FloatToBf16(next());
+    for (float& x : q) x = next();
+    for (uint32_t b = 0; b < layout.num_blocks; ++b) table.push_back(b);
+  }
+  double Seconds(const TileKernels& kernels, LaneScratch& scratch) const {
+    scratch.Reserve(1, kProbeDim, kernels, KvDtype::kBf16);
+    scratch.Lanes(0) = kProbeHeads;
+    for (uint32_t j = 0; j < kProbeHeads; ++j) {
+      InitLane(scratch, 0, j, q.data() + size_t{j} * kProbeDim, 0.088f, kProbeDim);
+    }
+    ClearLanesFrom(scratch, 0, kProbeHeads, kProbeDim);
+    const KvRange range{k.data(), v.data(), &layout, table.data(), 0, 1, 0, kProbeTokens};
+    const auto start = std::chrono::steady_clock::now();
+    RunBatchesOverRange(kernels, scratch, 1, range, /*causal=*/false);
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+};
+
 }  // namespace
+
+// Whether the bf16 dot-product step (vdpbf16ps) beats the AVX-512 pairs step on this CPU, by
+// the in-cache probe above (the first kernel call pays for it: ~1 ms). Measured: on Zen 4 the dot
+// step is 1.3-1.5x the pairs step in cache (vdpbf16ps does 32 products per instruction where a
+// double-pumped 512-bit FMA does 16); on an Intel Xeon (family 6 model 207) with two 512-bit FMA
+// units the pairs step is 1.07-1.14x the dot step (its V pass needs shuffles, which Intel runs on
+// one port), and from memory 0.82 against 0.71 of the read probe (hw/README.md, "bf16 by
+// measurement").
+const Bf16PathTimes& Bf16PathProbe() {
+  static const Bf16PathTimes times = [] {
+    Bf16PathTimes t;
+    if (!CpuSupports(AttentionIsa::kAvx512Bf16)) return t;
+    const Bf16Probe probe;
+    LaneScratch scratch;
+    constexpr int kRounds = 7;
+    t.dot_seconds = t.pairs_seconds = 1e30;
+    for (int round = 0; round < kRounds; ++round) {  // the first round warms the caches
+      t.dot_seconds = std::min(t.dot_seconds, probe.Seconds(Avx512Bf16TileKernels(), scratch));
+      t.pairs_seconds = std::min(t.pairs_seconds, probe.Seconds(Avx512TileKernels(), scratch));
+    }
+    t.dot_preferred = Bf16DotPreferred(t.dot_seconds, t.pairs_seconds);
+    return t;
+  }();
+  return times;
+}
+
+bool Bf16DotPreferred(double dot_seconds, double pairs_seconds) {
+  return !(pairs_seconds * (1 + kBf16PathMargin) < dot_seconds);
+}
 
 const char* AttentionIsaName(AttentionIsa isa) {
   switch (isa) {
@@ -172,8 +241,12 @@ AttentionIsa ActiveAttentionIsa() {
   if (chosen == AttentionIsa::kAuto) chosen = IsaFromEnvironment();
   if (chosen != AttentionIsa::kAuto) return chosen;
   // kAvx512Bf16 differs from kAvx512 only on bf16 pools, which it computes in bf16 math
-  // (attention_internal.h).
-  if (CpuSupports(AttentionIsa::kAvx512Bf16)) return AttentionIsa::kAvx512Bf16;
+  // (attention_internal.h); it is chosen where it is the faster of the two (Bf16PathProbe).
+  if (CpuSupports(AttentionIsa::kAvx512Bf16)) {
+    static const AttentionIsa wide =
+        Bf16PathProbe().dot_preferred ? AttentionIsa::kAvx512Bf16 : AttentionIsa::kAvx512;
+    return wide;
+  }
   if (CpuSupports(AttentionIsa::kAvx512)) return AttentionIsa::kAvx512;
   if (CpuSupports(AttentionIsa::kAvx2)) return AttentionIsa::kAvx2;
   return AttentionIsa::kScalar;

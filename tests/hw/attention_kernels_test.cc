@@ -322,7 +322,8 @@ std::vector<AttentionIsa> SupportedIsas() {
   return isas;
 }
 
-TEST(AttentionIsaTest, SupportedPathsCanBeForcedAndAutoPicksTheWidest) {
+// On a CPU with AVX-512 BF16, auto takes the dot step or the pairs step by the probe's times.
+TEST(AttentionIsaTest, AutoPicksTheWidestAndOnBf16CpusTheFasterStep) {
   for (const AttentionIsa isa : SupportedIsas()) {
     ScopedIsa forced(isa);
     EXPECT_EQ(attention_internal::ActiveAttentionIsa(), isa);
@@ -334,13 +335,31 @@ TEST(AttentionIsaTest, SupportedPathsCanBeForcedAndAutoPicksTheWidest) {
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl")) {
       widest = AttentionIsa::kAvx512;
       if (__builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512bf16")) {
-        widest = AttentionIsa::kAvx512Bf16;
+        const attention_internal::Bf16PathTimes& probe = attention_internal::Bf16PathProbe();
+        EXPECT_GT(probe.dot_seconds, 0);
+        EXPECT_GT(probe.pairs_seconds, 0);
+        EXPECT_LT(probe.dot_seconds, 0.05);  // 512 tokens in cache: well under a millisecond
+        if (probe.dot_preferred) widest = AttentionIsa::kAvx512Bf16;
       }
     }
   }
 #endif
   if (std::getenv("FEATHER_ATTENTION_ISA") == nullptr) {
     EXPECT_EQ(attention_internal::ActiveAttentionIsa(), widest);
+  }
+}
+
+TEST(AttentionIsaTest, TheBf16RuleKeepsTheDotStepWithinTheMargin) {
+  using attention_internal::Bf16DotPreferred;
+  using attention_internal::kBf16PathMargin;
+  EXPECT_TRUE(Bf16DotPreferred(1.0, 1.0));
+  EXPECT_TRUE(Bf16DotPreferred(1.0, 2.0));
+  EXPECT_TRUE(Bf16DotPreferred(1.0 + kBf16PathMargin / 2, 1.0));  // within the margin: dot
+  EXPECT_FALSE(Bf16DotPreferred(1.0 + 2 * kBf16PathMargin, 1.0));
+  if (!attention_internal::CpuSupports(AttentionIsa::kAvx512Bf16)) {
+    const attention_internal::Bf16PathTimes& probe = attention_internal::Bf16PathProbe();
+    EXPECT_EQ(probe.dot_seconds, 0);  // not run where the dot step cannot run
+    EXPECT_FALSE(probe.dot_preferred);
   }
 }
 
