@@ -142,7 +142,8 @@ struct Bf16Probe {
   std::vector<uint16_t> k, v;
   std::vector<uint32_t> table;
   std::vector<float> q;
-  Bf16Probe() : k(layout.BlockElems() * layout.num_blocks), v(k.size()), q(kProbeHeads * kProbeDim) {
+  Bf16Probe()
+      : k(layout.BlockElems() * layout.num_blocks), v(k.size()), q(kProbeHeads * kProbeDim) {
     uint32_t state = 12345;  // any values: the step's time does not depend on them
     auto next = [&state] {
       state = state * 1664525u + 1013904223u;

@@ -34,10 +34,10 @@
 #include <sys/mman.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <chrono>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <memory>
 #include <numeric>
@@ -78,12 +78,12 @@ std::vector<float> ReferenceQ(const float* q, size_t count, float scale, KvDtype
 // The active path; on a CPU with AVX-512 BF16 also the probe's ratio of the dot step's time to
 // the pairs step's, which chose between them (attention_internal::Bf16PathProbe).
 std::string IsaName() {
-  std::string name =
-      attention_internal::AttentionIsaName(attention_internal::ActiveAttentionIsa());
+  std::string name = attention_internal::AttentionIsaName(attention_internal::ActiveAttentionIsa());
   const attention_internal::Bf16PathTimes& probe = attention_internal::Bf16PathProbe();
   if (probe.pairs_seconds > 0) {
     char ratio[48];
-    std::snprintf(ratio, sizeof ratio, " bf16_dot/pairs=%.3f", probe.dot_seconds / probe.pairs_seconds);
+    std::snprintf(ratio, sizeof ratio, " bf16_dot/pairs=%.3f",
+                  probe.dot_seconds / probe.pairs_seconds);
     name += ratio;
   }
   return name;
