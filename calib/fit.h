@@ -36,9 +36,8 @@
 // reuse parameters need rows where requests share KV; the window needs batches larger than it);
 // otherwise it keeps its base value and source, or is raised to the bound the rows imply (then
 // `measured`, the note says "lower bound"). A fitted value outside ProfileParameters()'s range
-// (an attention efficiency above 1; gemm_bw_efficiency may reach 4, for weights an LLC holds) is
-// clamped to the bound, the others refitted, and the report gives both the unclamped value and
-// the MAPE it would have had.
+// (an efficiency above 1 on a CPU whose weights sit in the LLC) is clamped to the bound, the
+// others refitted, and the report gives both the unclamped value and the MAPE it would have had.
 //
 // Term rows: a row may measure only some terms (published data, calib/published_rows.h): a term
 // whose measured ns is 0 is unknown and the row does not inform it; a measured total_ns of 0

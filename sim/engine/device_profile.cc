@@ -20,13 +20,8 @@ constexpr std::array<ProfileParameterInfo, kNumProfileParameters> kParameters = 
     {"dense_flops_per_s", &P::dense_flops_per_s, 1e9, false, 1e18, false,
      "peak dense 16-bit tensor FLOP/s"},
     {"sm_count", &P::sm_count, 1, false, 1e5, true, "streaming multiprocessors"},
-    // Above 1 where a cache serves part of the weight stream: a CPU whose last-level cache holds
-    // most of the model's weights (cpu-small's 214 MB in a 260 MiB L3: 1.75, hold-out 16.0 % ->
-    // 7.2 % against the clamp at 1; results/validation/issue-20-xeon-1202). 4 bounds what an LLC
-    // streams over its DRAM and still catches a unit slip.
-    {"gemm_bw_efficiency", &P::gemm_bw_efficiency, 0, true, 4, false,
-     "weight-stream rate of the linear layers over the DRAM bandwidth (above 1: a cache serves "
-     "part of the weights)"},
+    {"gemm_bw_efficiency", &P::gemm_bw_efficiency, 0, true, 1, false,
+     "achieved fraction of DRAM bandwidth when streaming weights"},
     {"gemm_flops_efficiency", &P::gemm_flops_efficiency, 0, true, 1, false,
      "achieved fraction of peak FLOP/s in compute-bound GEMMs"},
     {"attn_bw_efficiency", &P::attn_bw_efficiency, 0, true, 1, false,
