@@ -129,10 +129,10 @@ void RunTile(const TileFn (*fns)[2], LaneScratch& scratch, uint32_t first, uint3
   }
 }
 
-// Seconds of the fastest of `passes` runs of `kernels`' bf16 tile step over a range that stays
-// in L2 (kProbeTokens tokens of one kv head at head dim 128, 4 query heads: Llama-3-8B's group):
-// the step's own speed, the same measurement as BM_DecodeInCache. `passes` alternate with the
-// other path's in the caller, so both see the same machine.
+// One pass of `kernels`' bf16 tile step over a range that stays in L2 (kProbeTokens tokens of
+// one kv head at head dim 128, 4 query heads: Llama-3-8B's group), timed: the step's own speed,
+// the same measurement as BM_DecodeInCache. The caller alternates passes of the two paths, so
+// both see the same machine, and keeps each one's fastest.
 constexpr uint32_t kProbeTokens = 512;  // K and V: 256 KiB in bf16, inside Zen 4's 1 MiB L2
 constexpr uint32_t kProbeDim = 128;
 constexpr uint32_t kProbeHeads = 4;
@@ -244,9 +244,7 @@ AttentionIsa ActiveAttentionIsa() {
   // kAvx512Bf16 differs from kAvx512 only on bf16 pools, which it computes in bf16 math
   // (attention_internal.h); it is chosen where it is the faster of the two (Bf16PathProbe).
   if (CpuSupports(AttentionIsa::kAvx512Bf16)) {
-    static const AttentionIsa wide =
-        Bf16PathProbe().dot_preferred ? AttentionIsa::kAvx512Bf16 : AttentionIsa::kAvx512;
-    return wide;
+    return Bf16PathProbe().dot_preferred ? AttentionIsa::kAvx512Bf16 : AttentionIsa::kAvx512;
   }
   if (CpuSupports(AttentionIsa::kAvx512)) return AttentionIsa::kAvx512;
   if (CpuSupports(AttentionIsa::kAvx2)) return AttentionIsa::kAvx2;

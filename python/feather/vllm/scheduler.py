@@ -330,11 +330,9 @@ class ChtRequestQueue(RequestQueue):
             return
         if self.tree.is_active(tree_id):
             self.tree.finish(tree_id)
-        elif self.tree.is_waiting(tree_id) or self.tree.is_parked(tree_id):
-            self._drop_parked(tree_id)
-            self.tree.remove(tree_id)
-            self._on_waiting(request, -1)
-        self._release(request.request_id)
+            self._release(request.request_id)
+        else:
+            self.remove_request(request)  # waiting or parked
 
     def has_waiting(self) -> bool:
         """Whether the tree has a proposal (parked requests wait, but not this round)."""
@@ -466,12 +464,12 @@ class FeatherScheduler(Scheduler):
             self.stats.rounds += 1
             if self._shape is not None:
                 self._shape_begin_round()
+        used_blocks = self._kv_total_blocks - self._pool.get_num_free_blocks()
         while True:
             best = queue.best()
             if best is None:
                 return False  # every waiting request was passed over: nothing to propose
             request, signal = best
-            used_blocks = self._kv_total_blocks - self._pool.get_num_free_blocks()
             context = feather.StopContext(
                 batch_size=len(self.running),
                 admitted_this_round=len(self.running) - self._running_at_round_start,
