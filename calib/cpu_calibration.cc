@@ -130,9 +130,18 @@ hw::BandwidthOptions DramProbeOptions(int threads, size_t llc_bytes) {
   return dram;
 }
 
+// The weight probe: the DRAM probe's threads, one array of the weights' size, enough repetitions
+// that the best one reads the array warm, as steady decoding does.
+hw::BandwidthOptions WeightProbeOptions(const hw::BandwidthOptions& dram, size_t weight_bytes) {
+  hw::BandwidthOptions weights = dram;
+  weights.array_bytes = weight_bytes;
+  weights.repetitions = std::max(weights.repetitions, 8);
+  return weights;
+}
+
 }  // namespace
 
-Probes RunProbes(int threads, hw::GemmBackend backend, size_t llc_bytes) {
+Probes RunProbes(int threads, hw::GemmBackend backend, size_t llc_bytes, size_t weight_bytes) {
   Probes probes;
   const hw::BandwidthOptions dram = DramProbeOptions(threads, llc_bytes);
   probes.dram = hw::MeasureReadBandwidth(dram);
@@ -140,14 +149,23 @@ Probes RunProbes(int threads, hw::GemmBackend backend, size_t llc_bytes) {
   llc.array_bytes = std::max<size_t>(llc_bytes / 4, size_t{1} << 20);
   llc.repetitions = std::max(llc.repetitions, 20);
   probes.llc = hw::MeasureReadBandwidth(llc);
+  if (weight_bytes > 0) {
+    probes.weights = hw::MeasureReadBandwidth(WeightProbeOptions(dram, weight_bytes));
+  }
   probes.gemm_peak = hw::MeasurePeakGemmFlops(backend, threads, hw::PeakGemmOptions{});
   return probes;
 }
 
-void ProbeDramBetweenPasses(Probes& probes, int threads, size_t llc_bytes) {
-  const hw::BandwidthResult again = hw::MeasureReadBandwidth(DramProbeOptions(threads, llc_bytes));
+void ProbeBandwidthBetweenPasses(Probes& probes, int threads, size_t llc_bytes) {
+  const hw::BandwidthOptions dram = DramProbeOptions(threads, llc_bytes);
+  const hw::BandwidthResult again = hw::MeasureReadBandwidth(dram);
   probes.dram_between_passes.push_back(again.bytes_per_s);
   if (again.bytes_per_s > probes.dram.bytes_per_s) probes.dram = again;
+  if (probes.weights.array_bytes == 0) return;
+  const hw::BandwidthResult weights =
+      hw::MeasureReadBandwidth(WeightProbeOptions(dram, probes.weights.array_bytes));
+  probes.weights_between_passes.push_back(weights.bytes_per_s);
+  if (weights.bytes_per_s > probes.weights.bytes_per_s) probes.weights = weights;
 }
 
 DeviceProfile CpuBaseProfile(const Probes& probes, const HostInfo& host, int threads,
@@ -191,6 +209,28 @@ DeviceProfile CpuBaseProfile(const Probes& probes, const HostInfo& host, int thr
           std::to_string(probes.dram.num_threads) + " threads, best of " +
           std::to_string(probes.dram.repetitions) + " (hw/probes.h MeasureReadBandwidth)" +
           rereads);
+  if (probes.weights.bytes_per_s > 0) {
+    std::string note = "read bandwidth of one array of the model's step weights (" +
+                       std::to_string(probes.weights.array_bytes >> 20) + " MiB) with " +
+                       std::to_string(probes.weights.num_threads) + " threads, best of " +
+                       std::to_string(probes.weights.repetitions) +
+                       " (calib/cpu_calibration.h RunProbes): the linear layers' working set";
+    if (!probes.weights_between_passes.empty()) {
+      const auto [low, high] = std::minmax_element(probes.weights_between_passes.begin(),
+                                                   probes.weights_between_passes.end());
+      char range[160];
+      std::snprintf(range, sizeof range,
+                    "; the fastest of the probe before the grid and after each of its %zu timed "
+                    "passes (those read %.1f-%.1f GB/s)",
+                    probes.weights_between_passes.size(), *low / 1e9, *high / 1e9);
+      note += range;
+    }
+    set("weight_stream_bw_bytes_per_s", probes.weights.bytes_per_s, ParameterSource::kMeasured,
+        std::move(note));
+  } else {
+    set("weight_stream_bw_bytes_per_s", 0, ParameterSource::kAssumed,
+        "0: no weight probe taken; the weights stream at dram_bw_bytes_per_s");
+  }
   set("dense_flops_per_s", probes.gemm_peak.flops_per_s, ParameterSource::kMeasured,
       "peak fp32 GEMM FLOP/s, " + std::string(hw::GemmBackendName(probes.gemm_peak.backend)) +
           (probes.gemm_peak.packed ? " packed" : "") + " " + std::to_string(probes.gemm_peak.m) +

@@ -8,9 +8,10 @@
 // 5th) cover every kind. Quick mode keeps every kind with fewer sizes. The grid is plain
 // SyntheticBatchSpecs (hw/synthetic_batch.h): a GPU target reuses it with larger sizes.
 // RunProbes: DRAM read bandwidth (arrays ≫ LLC), the read bandwidth of an LLC-resident array,
-// the GEMM backend's peak FLOP/s. CpuBaseProfile: the fit's starting profile (peaks from the
-// probes, `measured`; the rest assumed starting values). MeasureCpuGrid: one CpuEngine per cascade
-// setting the grid needs, every point measured by MeasureSteps.
+// the read bandwidth of an array the size of the model's step weights (its linear layers'
+// working set), the GEMM backend's peak FLOP/s. CpuBaseProfile: the fit's starting profile
+// (peaks from the probes, `measured`; the rest assumed starting values). MeasureCpuGrid: one
+// CpuEngine per cascade setting the grid needs, every point measured by MeasureSteps.
 //
 // Cost: the probes 0.2–0.7 s each (Quick() < 0.1 s); the grid (R + 1) passes of its steps
 // (quick ~2 minutes on the reference 2-core VM, full ~8).
@@ -47,10 +48,14 @@ struct GridPoint {
 struct Probes {
   hw::BandwidthResult dram;  // the fastest DRAM probe: before the grid or between its passes
   hw::BandwidthResult llc;
+  // The fastest read of an array of the model's step weights (ModelConfig::StepWeightBytes),
+  // before the grid or between its passes; array_bytes 0: not taken.
+  hw::BandwidthResult weights;
   hw::GemmFlopsResult gemm_peak;
-  // The DRAM probe's reads between the grid's passes (bytes/s, ProbeDramBetweenPasses), in order;
-  // empty when calibration took none.
+  // The DRAM and weight probes' reads between the grid's passes (bytes/s,
+  // ProbeBandwidthBetweenPasses), in order; empty when calibration took none.
   std::vector<double> dram_between_passes;
+  std::vector<double> weights_between_passes;
 };
 
 // The DRAM probe's array: eight times the LLC (llc_bytes, as the host reports it; 0 when
@@ -62,15 +67,25 @@ struct Probes {
 // (session 14, Zen 4 with a 32 MiB L3): 16 MiB "DRAM" arrays read the L3 at 65.6 GB/s where DRAM
 // gives ~32, and 3 x 5 ms GEMM products read a peak of 33.7 GFLOP/s where it is ~200, and the fit
 // anchored on them missed by 218 %. The full probes add about a second.
-[[nodiscard]] Probes RunProbes(int threads, hw::GemmBackend backend, size_t llc_bytes);
+//
+// The weight probe (weight_bytes > 0) reads one array of weight_bytes as decode steps read the
+// weights: the whole working set, then again from its start. It is what the profile's
+// weight_stream_bw_bytes_per_s records, the rate gemm_bw_efficiency is a fraction of. Where the
+// LLC holds a good part of the weights the DRAM probe under-reads that stream: on the Intel Xeon
+// VM with a 105 MiB L3 and cpu-small's 214 MB of fp32 weights, one-token steps streamed them at
+// 1.17x the DRAM probe's fastest read and the fit wanted 1.25x
+// (results/validation/issue-20-xeon-amx-1202); where the weights fit the L3 (a 260 MiB one),
+// 1.6-1.75x. Where the weights are many times the LLC the two probes read alike.
+[[nodiscard]] Probes RunProbes(int threads, hw::GemmBackend backend, size_t llc_bytes,
+                               size_t weight_bytes = 0);
 
-// Reads the DRAM probe again (RunProbes' settings, about half a second) and keeps it in
-// `probes.dram` when it is faster. Calibration calls it after every timed pass of the grid: on
-// the 2-vCPU Zen 5 VM the probe read 33.6 GB/s before a grid whose weight streams ran at about
-// 45 GB/s (2026-11-29), and the fit, which holds the bandwidth efficiencies at or below 1 of the
-// probe, then missed its hold-out rows by 15.6 %. The fastest read over the grid's minutes is
-// the peak its rows could have seen.
-void ProbeDramBetweenPasses(Probes& probes, int threads, size_t llc_bytes);
+// Reads the DRAM probe again (RunProbes' settings, about half a second), and the weight probe
+// when RunProbes took one, and keeps each in `probes` when it is faster. Calibration calls it
+// after every timed pass of the grid: on the 2-vCPU Zen 5 VM the DRAM probe read 33.6 GB/s
+// before a grid whose weight streams ran at about 45 GB/s (2026-11-29), and the fit, which holds
+// the bandwidth efficiencies at or below 1 of the probe, then missed its hold-out rows by
+// 15.6 %. The fastest read over the grid's minutes is the peak its rows could have seen.
+void ProbeBandwidthBetweenPasses(Probes& probes, int threads, size_t llc_bytes);
 
 // The starting profile of a CPU fit: memory budget, peaks from the probes, sm_count = threads,
 // and the engine's GEMM regime: with `packed_weights` (the engine multiplies every linear layer

@@ -63,9 +63,10 @@ const Indices& Ix() {
 
 // Never fitted: capacity and peaks come from probes or datasheets, the skinny kernel's range from
 // the build.
-constexpr std::array<std::string_view, 6> kNeverFitted = {
-    "memory_bytes", "activation_reserve_bytes", "dram_bw_bytes_per_s", "dense_flops_per_s",
-    "sm_count",     "gemm_skinny_max_tokens"};
+constexpr std::array<std::string_view, 7> kNeverFitted = {
+    "memory_bytes",      "activation_reserve_bytes", "dram_bw_bytes_per_s",
+    "dense_flops_per_s", "sm_count",                 "gemm_skinny_max_tokens",
+    "weight_stream_bw_bytes_per_s"};
 
 double& Field(DeviceProfile& p, size_t index) { return p.*(ProfileParameters()[index].field); }
 double Value(const DeviceProfile& p, size_t index) { return p.*(ProfileParameters()[index].field); }
@@ -354,7 +355,7 @@ std::vector<double> Quantiles(std::vector<double> values, double fallback) {
   return q;
 }
 
-// --- gemm: max(weights / (dram · e_bw), flops / (peak · e_flops) + [n ≥ 2] · fixed) ---
+// --- gemm: max(weights / (stream bw · e_bw), flops / (peak · e_flops) + [n ≥ 2] · fixed) ---
 
 void Fitter::FitGemm(TermState& state) {
   const Indices& ix = Ix();
@@ -378,7 +379,7 @@ void Fitter::FitGemm(TermState& state) {
   const DeviceProfile profile_without = profile_;
   const TermState state_without = state;
   const double stream_ns = static_cast<double>(model_.StepWeightBytes()) * kNsPerS /
-                           (profile_.dram_bw_bytes_per_s * profile_.gemm_bw_efficiency);
+                           (WeightStreamBw(profile_) * profile_.gemm_bw_efficiency);
   double best_cost = Cost(StepTerm::kGemm, rows);
   DeviceProfile best_profile = profile_without;
   TermState best_state = state_without;
@@ -454,7 +455,7 @@ void Fitter::FitGemmEfficiencies(TermState& state, const std::vector<size_t>& fr
   const std::vector<size_t>& rows = state.rows.fit;
   // ns at efficiency 1: the weight stream A and the compute F_i of each row.
   const double a =
-      static_cast<double>(model_.StepWeightBytes()) * kNsPerS / profile_.dram_bw_bytes_per_s;
+      static_cast<double>(model_.StepWeightBytes()) * kNsPerS / WeightStreamBw(profile_);
   auto compute_ns = [&](const StepShape& s) {
     return (s.new_tokens * model_.LinearFlopsPerToken() +
             s.sampled_tokens * model_.LmHeadFlopsPerToken()) *
@@ -541,7 +542,7 @@ void Fitter::FitGemmSkinny(TermState& state, const std::vector<size_t>& rows) {
         "apart from the fixed cost";
   }
   const double stream_ns = static_cast<double>(model_.StepWeightBytes()) * kNsPerS /
-                           (profile_.dram_bw_bytes_per_s * profile_.gemm_bw_efficiency);
+                           (WeightStreamBw(profile_) * profile_.gemm_bw_efficiency);
   const bool fixed_free = std::find(free.begin(), free.end(), ix.skinny_fixed) != free.end();
   const bool token_free = std::find(free.begin(), free.end(), ix.skinny_per_token) != free.end();
   // FitLinear fits on state.rows.fit: point it at the skinny rows for the call.

@@ -66,8 +66,8 @@ struct FitOptions {
   // Every k-th row (indices k−1, 2k−1, …) is held out; 0 holds out nothing; 1 is invalid.
   uint32_t holdout_every = 5;
   // ProfileParameters() names kept at their base values. The capacity and peak parameters
-  // (memory_bytes, activation_reserve_bytes, dram_bw_bytes_per_s, dense_flops_per_s, sm_count)
-  // are never fitted: they come from probes or datasheets.
+  // (memory_bytes, activation_reserve_bytes, dram_bw_bytes_per_s, dense_flops_per_s, sm_count,
+  // weight_stream_bw_bytes_per_s) are never fitted: they come from probes or datasheets.
   std::vector<std::string> hold;
   // How the notes name the rows, e.g. "results/calib/cpu-rows.h5"; empty: "the calibration rows".
   std::string rows_label;

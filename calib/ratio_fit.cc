@@ -14,9 +14,9 @@
 namespace feather::calib {
 namespace {
 
-constexpr std::array<std::string_view, 5> kNeverFitted = {
-    "memory_bytes", "activation_reserve_bytes", "dram_bw_bytes_per_s", "dense_flops_per_s",
-    "sm_count"};
+constexpr std::array<std::string_view, 6> kNeverFitted = {
+    "memory_bytes",      "activation_reserve_bytes", "dram_bw_bytes_per_s",
+    "dense_flops_per_s", "sm_count",                 "weight_stream_bw_bytes_per_s"};
 
 std::string Percent(double fraction) {
   char text[32];

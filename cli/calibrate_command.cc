@@ -147,11 +147,13 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
                                    : options.out_path;
 
   out << "probing bandwidth and GEMM peak (" << threads << " threads)...\n" << std::flush;
-  calib::Probes probes = calib::RunProbes(threads, backend, host.caches.l3_bytes);
+  calib::Probes probes =
+      calib::RunProbes(threads, backend, host.caches.l3_bytes, model.StepWeightBytes());
   ThrowIfInterrupted();
   out << "  DRAM read " << probes.dram.bytes_per_s / 1e9 << " GB/s, LLC read "
-      << probes.llc.bytes_per_s / 1e9 << " GB/s, GEMM peak " << probes.gemm_peak.flops_per_s / 1e9
-      << " GFLOP/s\n";
+      << probes.llc.bytes_per_s / 1e9 << " GB/s, weights (" << (probes.weights.array_bytes >> 20)
+      << " MiB) read " << probes.weights.bytes_per_s / 1e9 << " GB/s, GEMM peak "
+      << probes.gemm_peak.flops_per_s / 1e9 << " GFLOP/s\n";
 
   // The kernels' prefetch lookahead that reads this model's KV fastest here, measured before
   // anything else is timed so that every row, and the engine runs the profile prices, use it.
@@ -185,7 +187,7 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
   const auto progress = [&](int pass) {
     out << "\r  measured pass " << pass << "/" << repetitions << " over " << grid.size()
         << " steps" << (pass == 0 ? " (warm-up)" : "") << std::flush;
-    if (pass > 0) calib::ProbeDramBetweenPasses(probes, threads, host.caches.l3_bytes);
+    if (pass > 0) calib::ProbeBandwidthBetweenPasses(probes, threads, host.caches.l3_bytes);
   };
   const bool primed = options.primed;
   const std::vector<calib::StepMeasurement> measurements = calib::MeasureCpuGrid(
@@ -197,6 +199,13 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
   out << "  DRAM read between passes " << *dram_low / 1e9 << "-" << *dram_high / 1e9
       << " GB/s; the profile takes the fastest read, " << probes.dram.bytes_per_s / 1e9
       << " GB/s\n";
+  if (!probes.weights_between_passes.empty()) {
+    const auto [low, high] = std::minmax_element(probes.weights_between_passes.begin(),
+                                                 probes.weights_between_passes.end());
+    out << "  weights read between passes " << *low / 1e9 << "-" << *high / 1e9
+        << " GB/s; the profile takes the fastest read, " << probes.weights.bytes_per_s / 1e9
+        << " GB/s\n";
+  }
   const std::vector<MeasuredStep> rows = calib::RowsOf(measurements);
 
   const bool packed = hw::DefaultPackedWeights(backend);  // as MeasureCpuGrid's engines hold them

@@ -4,7 +4,8 @@
 //                     [--model NAME|FILE] [--threads N] [--json]
 //
 // 1. Probes: read bandwidth from DRAM (arrays ≫ LLC; read again after every timed pass of the
-//    grid, the fastest read kept) → dram_bw_bytes_per_s, read bandwidth of
+//    grid, the fastest read kept) → dram_bw_bytes_per_s, read bandwidth of an array of the
+//    model's step weights (the same) → weight_stream_bw_bytes_per_s, read bandwidth of
 //    an LLC-resident array → the starting l2_bw_bytes_per_s, peak GEMM FLOP/s of the engine's
 //    GEMM backend → dense_flops_per_s, threads → sm_count (the "SMs" of vLLM's cascade rule).
 // 2. Rows: a grid of synthetic steps (hw/synthetic_batch.h) — decode batches of 1 to 128

@@ -21,7 +21,8 @@ constexpr std::array<ProfileParameterInfo, kNumProfileParameters> kParameters = 
      "peak dense 16-bit tensor FLOP/s"},
     {"sm_count", &P::sm_count, 1, false, 1e5, true, "streaming multiprocessors"},
     {"gemm_bw_efficiency", &P::gemm_bw_efficiency, 0, true, 1, false,
-     "achieved fraction of DRAM bandwidth when streaming weights"},
+     "achieved fraction of the weight-stream bandwidth (weight_stream_bw_bytes_per_s, or DRAM's "
+     "where that is 0) when streaming weights"},
     {"gemm_flops_efficiency", &P::gemm_flops_efficiency, 0, true, 1, false,
      "achieved fraction of peak FLOP/s in compute-bound GEMMs"},
     {"attn_bw_efficiency", &P::attn_bw_efficiency, 0, true, 1, false,
@@ -57,6 +58,11 @@ constexpr std::array<ProfileParameterInfo, kNumProfileParameters> kParameters = 
      "fixed cost of a skinny-kernel linear-layer pass beyond the weight stream (ns)", true},
     {"gemm_skinny_ns_per_token", &P::gemm_skinny_ns_per_token, 0, false, 1e12, false,
      "cost per token of a skinny-kernel linear-layer pass (ns)", true},
+    // Optional (absent = 0), after them for the same reason.
+    {"weight_stream_bw_bytes_per_s", &P::weight_stream_bw_bytes_per_s, 0, false, 1e15, false,
+     "read bandwidth of the model's step weights as a working set (bytes/s); 0 = "
+     "dram_bw_bytes_per_s",
+     true},
 }};
 
 constexpr std::array<std::string_view, 5> kFitTermNames = {

@@ -32,7 +32,7 @@ namespace feather {
 enum class ParameterSource : uint8_t { kSpec, kAssumed, kMeasured, kPublished };
 [[nodiscard]] std::string_view ParameterSourceName(ParameterSource source);  // spec|assumed|...
 
-inline constexpr size_t kNumProfileParameters = 23;
+inline constexpr size_t kNumProfileParameters = 24;
 
 // The `measured_on` section: where and how the measurements behind a calibrated profile ran.
 struct ProfileMeasuredOn {
@@ -161,8 +161,19 @@ struct DeviceProfile {
   double dense_flops_per_s = 0;    // dense 16-bit tensor-core peak (FP32 accumulate)
   double sm_count = 0;             // streaming multiprocessors (vLLM's cascade heuristic)
 
+  // The read bandwidth of the linear layers' own working set: an array of the model's step
+  // weights (ModelConfig::StepWeightBytes) read over and over, as decode steps read them. 0 (on
+  // GPUs, and in profiles written before it): the weights stream at dram_bw_bytes_per_s. On a
+  // GPU they do: gigabytes of weights against tens of MiB of L2. On a CPU with a last-level cache
+  // of the weights' order part of them stays there from step to step, and the DRAM probe (an
+  // array 8x the LLC) under-reads the weight stream: on two Intel Xeon VMs the fit wanted
+  // gemm_bw_efficiency 1.25 of it (results/validation/issue-20-xeon-amx-1202). Optional
+  // (absent = 0); measured by `calibrate --target cpu` for the model it calibrates with, so a
+  // profile used with a model of other weight bytes prices that model's stream at this rate too.
+  double weight_stream_bw_bytes_per_s = 0;
+
   // --- Achieved fractions of the peaks ---
-  double gemm_bw_efficiency = 0;     // weight streaming of the linear layers
+  double gemm_bw_efficiency = 0;     // weight streaming of the linear layers, of WeightStreamBw
   double gemm_flops_efficiency = 0;  // compute-bound linear layers
   // Fixed cost of a linear-layer pass over 2 or more tokens, on the compute side of the GEMM
   // roofline. CPU GEMM libraries (Eigen, OpenBLAS) repack every weight matrix on each call with
@@ -232,5 +243,12 @@ struct ProfileParameterInfo {
   bool optional = false;
 };
 [[nodiscard]] std::span<const ProfileParameterInfo> ProfileParameters();
+
+// The bandwidth the linear layers' weights stream at before gemm_bw_efficiency:
+// weight_stream_bw_bytes_per_s where the profile has one, else dram_bw_bytes_per_s.
+[[nodiscard]] inline double WeightStreamBw(const DeviceProfile& p) {
+  return p.weight_stream_bw_bytes_per_s > 0 ? p.weight_stream_bw_bytes_per_s
+                                            : p.dram_bw_bytes_per_s;
+}
 
 }  // namespace feather

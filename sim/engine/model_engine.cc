@@ -121,7 +121,7 @@ StepPricer::StepPricer(const DeviceProfile& p, const ModelConfig& model) {
   const auto kv_bytes = static_cast<double>(model.KvBytesPerToken());
   const double layers = model.layers;
   weight_stream_ns_ = static_cast<double>(model.StepWeightBytes()) * kNsPerS /
-                      (p.dram_bw_bytes_per_s * p.gemm_bw_efficiency);
+                      (WeightStreamBw(p) * p.gemm_bw_efficiency);
   linear_ns_per_token_ = model.LinearFlopsPerToken() * kNsPerS / gemm_flops;
   lm_head_ns_per_token_ = model.LmHeadFlopsPerToken() * kNsPerS / gemm_flops;
   gemm_batched_fixed_ns_ = p.gemm_batched_fixed_ns;

@@ -14,7 +14,10 @@
 // terms.
 //
 // kGemm — roofline of the linear layers, a soft maximum of the weight stream W and the compute C:
-//   W = StepWeightBytes / (dram_bw · gemm_bw_efficiency)
+//   W = StepWeightBytes / (WeightStreamBw · gemm_bw_efficiency)
+//   WeightStreamBw is dram_bw unless the profile measured the weights' own working set
+//   (weight_stream_bw_bytes_per_s, sim/engine/device_profile.h: CPUs whose LLC keeps part of
+//   the weights from step to step).
 //   C = (n · LinearFlopsPerToken + s · LmHeadFlopsPerToken) / (dense_flops · gemm_flops_eff)
 //       + [n ≥ 2] · gemm_batched_fixed_ns
 //   kGemm = SoftMax(W, C, k) = (W^k + C^k)^(1/k),  k = gemm_roofline_exponent (0: max(W, C))

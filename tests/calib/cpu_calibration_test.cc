@@ -80,18 +80,19 @@ TEST(CpuCalibrationTest, BaseProfileRecordsTheSkinnyGemmRowsInUse) {
 }
 
 // The DRAM probe read between the grid's passes replaces the profile's only when faster, every
-// read is kept, and the base profile's note gives their range.
+// read is kept, and the base profile's note gives their range. Without a weight probe before the
+// grid none is taken between passes, and the profile streams weights at the DRAM rate.
 TEST(CpuCalibrationTest, DramProbeBetweenPassesKeepsTheFastestRead) {
   Probes probes;
   probes.dram.bytes_per_s = 1;  // slower than any real read
   probes.llc.bytes_per_s = 100e9;
   probes.gemm_peak.flops_per_s = 200e9;
-  ProbeDramBetweenPasses(probes, 2, 0);
+  ProbeBandwidthBetweenPasses(probes, 2, 0);
   ASSERT_EQ(probes.dram_between_passes.size(), 1u);
   EXPECT_GT(probes.dram.bytes_per_s, 1);
   EXPECT_EQ(probes.dram.bytes_per_s, probes.dram_between_passes[0]);
   probes.dram.bytes_per_s = 1e15;  // faster than any real read
-  ProbeDramBetweenPasses(probes, 2, 0);
+  ProbeBandwidthBetweenPasses(probes, 2, 0);
   ASSERT_EQ(probes.dram_between_passes.size(), 2u);
   EXPECT_EQ(probes.dram.bytes_per_s, 1e15);
   const DeviceProfile p = CpuBaseProfile(probes, HostInfo{}, 2);
@@ -99,6 +100,36 @@ TEST(CpuCalibrationTest, DramProbeBetweenPassesKeepsTheFastestRead) {
     if (ProfileParameters()[i].name == "dram_bw_bytes_per_s") {
       EXPECT_EQ(p.dram_bw_bytes_per_s, 1e15);
       EXPECT_NE(p.origins[i].note.find("after each of its 2 timed passes"), std::string::npos)
+          << p.origins[i].note;
+    }
+  }
+  EXPECT_TRUE(probes.weights_between_passes.empty());
+  EXPECT_EQ(p.weight_stream_bw_bytes_per_s, 0);
+  EXPECT_EQ(WeightStreamBw(p), p.dram_bw_bytes_per_s);
+}
+
+// The weight probe reads an array of exactly the weights' bytes, again between passes (the
+// fastest kept), and the base profile records it as the weight-stream bandwidth with the size.
+TEST(CpuCalibrationTest, WeightProbeReadsTheWeightsWorkingSet) {
+  Probes probes;
+  probes.dram.bytes_per_s = 10e9;
+  probes.llc.bytes_per_s = 100e9;
+  probes.gemm_peak.flops_per_s = 200e9;
+  probes.weights.array_bytes = size_t{3} << 20;
+  probes.weights.bytes_per_s = 1;  // slower than any real read
+  ProbeBandwidthBetweenPasses(probes, 2, 0);
+  ASSERT_EQ(probes.weights_between_passes.size(), 1u);
+  EXPECT_EQ(probes.weights.array_bytes, size_t{3} << 20);
+  EXPECT_EQ(probes.weights.bytes_per_s, probes.weights_between_passes[0]);
+  EXPECT_GT(probes.weights.bytes_per_s, 1);
+  const DeviceProfile p = CpuBaseProfile(probes, HostInfo{}, 2);
+  EXPECT_EQ(p.weight_stream_bw_bytes_per_s, probes.weights.bytes_per_s);
+  EXPECT_EQ(WeightStreamBw(p), probes.weights.bytes_per_s);
+  for (size_t i = 0; i < kNumProfileParameters; ++i) {
+    if (ProfileParameters()[i].name == "weight_stream_bw_bytes_per_s") {
+      EXPECT_EQ(p.origins[i].source, ParameterSource::kMeasured);
+      EXPECT_NE(p.origins[i].note.find("(3 MiB)"), std::string::npos) << p.origins[i].note;
+      EXPECT_NE(p.origins[i].note.find("after each of its 1 timed passes"), std::string::npos)
           << p.origins[i].note;
     }
   }

@@ -125,6 +125,22 @@ TEST(ModelEngine, SingleDecodeStepByHand) {
   EXPECT_EQ(engine.Name(), "model");
 }
 
+// A measured weight-stream bandwidth prices the weights, and only them: the KV reads stay at DRAM.
+TEST(ModelEngine, WeightStreamBandwidthPricesTheWeightsAlone) {
+  DeviceProfile p = RoundProfile();
+  p.weight_stream_bw_bytes_per_s = 2e9;
+  p.gemm_bw_efficiency = 0.5;
+  const BatchPlan plan = PlanBuilder().Decode(99).Build();
+  const StepTiming t = ModelEngine(p, TinyModel()).Execute(plan);
+  // GEMM: 275456 B / (2 B/ns · 0.5), as at 1 B/ns of DRAM and efficiency 1.
+  EXPECT_EQ(Term(t, StepTerm::kGemm), 275456);
+  EXPECT_EQ(Term(t, StepTerm::kDecodeAttention), 25856);
+  p.gemm_bw_efficiency = 1;
+  const StepTiming f = ModelEngine(p, TinyModel()).Execute(plan);
+  EXPECT_EQ(Term(f, StepTerm::kGemm), 275456 / 2);
+  EXPECT_EQ(Term(f, StepTerm::kDecodeAttention), 25856);
+}
+
 TEST(ModelEngine, GemmIsComputeBoundPastTheKnee) {
   ModelEngine engine(RoundProfile(), TinyModel());
   PlanBuilder b;
