@@ -130,12 +130,14 @@ hw::BandwidthOptions DramProbeOptions(int threads, size_t llc_bytes) {
   return dram;
 }
 
-// The weight probe: the DRAM probe's threads, one array of the weights' size, enough repetitions
-// that the best one reads the array warm, as steady decoding does.
+// The weight probe: the DRAM probe's threads, one array of the weights' size read as
+// kWeightProbeStreams streams a thread, enough repetitions that the best one reads the array
+// warm, as steady decoding does.
 hw::BandwidthOptions WeightProbeOptions(const hw::BandwidthOptions& dram, size_t weight_bytes) {
   hw::BandwidthOptions weights = dram;
   weights.array_bytes = weight_bytes;
   weights.repetitions = std::max(weights.repetitions, 8);
+  weights.streams_per_thread = kWeightProbeStreams;
   return weights;
 }
 
@@ -212,7 +214,8 @@ DeviceProfile CpuBaseProfile(const Probes& probes, const HostInfo& host, int thr
   if (probes.weights.bytes_per_s > 0) {
     std::string note = "read bandwidth of one array of the model's step weights (" +
                        std::to_string(probes.weights.array_bytes >> 20) + " MiB) with " +
-                       std::to_string(probes.weights.num_threads) + " threads, best of " +
+                       std::to_string(probes.weights.num_threads) + " threads of " +
+                       std::to_string(probes.weights.streams_per_thread) + " streams, best of " +
                        std::to_string(probes.weights.repetitions) +
                        " (calib/cpu_calibration.h RunProbes): the linear layers' working set";
     if (!probes.weights_between_passes.empty()) {

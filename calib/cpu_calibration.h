@@ -69,13 +69,17 @@ struct Probes {
 // anchored on them missed by 218 %. The full probes add about a second.
 //
 // The weight probe (weight_bytes > 0) reads one array of weight_bytes as decode steps read the
-// weights: the whole working set, then again from its start. It is what the profile's
-// weight_stream_bw_bytes_per_s records, the rate gemm_bw_efficiency is a fraction of. Where the
-// LLC holds a good part of the weights the DRAM probe under-reads that stream: on the Intel Xeon
-// VM with a 105 MiB L3 and cpu-small's 214 MB of fp32 weights, one-token steps streamed them at
-// 1.17x the DRAM probe's fastest read and the fit wanted 1.25x
-// (results/validation/issue-20-xeon-amx-1202); where the weights fit the L3 (a 260 MiB one),
-// 1.6-1.75x. Where the weights are many times the LLC the two probes read alike.
+// weights: the whole working set, then again from its start, kWeightProbeStreams sequential
+// streams a thread at once (a GEMV walks several weight columns or panels together). It is what
+// the profile's weight_stream_bw_bytes_per_s records, the rate gemm_bw_efficiency is a fraction
+// of. The DRAM probe (one stream a thread, STREAM's order; what the attention efficiencies and
+// the foreign-host check refer to) under-reads that stream twice over on Intel Xeon VMs: with
+// a 105 MiB L3 and cpu-small's 214 MB of fp32 weights one-token steps streamed them at 1.17x
+// its fastest read and the fit wanted 1.25x (results/validation/issue-20-xeon-amx-1202), where
+// the weights fit the L3 (a 260 MiB one) 1.6-1.75x. One stream a core is bound by how many of
+// its lines the prefetchers keep in flight, not by the memory (hw/probes.h streams_per_thread);
+// and a working set the LLC holds in part reads faster than the DRAM probe's 8x the LLC.
+inline constexpr int kWeightProbeStreams = 8;
 [[nodiscard]] Probes RunProbes(int threads, hw::GemmBackend backend, size_t llc_bytes,
                                size_t weight_bytes = 0);
 

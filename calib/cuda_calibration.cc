@@ -65,6 +65,9 @@ DeviceProfile CudaBaseProfile(const CudaProbes& probes, const hw::cuda::CudaDevi
       "no skinny kernel: cuBLAS takes every product");
   set("gemm_skinny_fixed_ns", 0, ParameterSource::kAssumed, "unused: no skinny kernel");
   set("gemm_skinny_ns_per_token", 0, ParameterSource::kAssumed, "unused: no skinny kernel");
+  set("weight_stream_bw_bytes_per_s", 0, ParameterSource::kSpec,
+      "0: the weights stream at dram_bw_bytes_per_s (gigabytes of weights against tens of MB of "
+      "L2)");
   set("decode_cta_fixed_ns", 0, ParameterSource::kAssumed, "starting value");
   set("attn_bw_efficiency", 0.8, ParameterSource::kAssumed, "starting value");
   set("attn_flops_efficiency", 0.3, ParameterSource::kAssumed, "starting value");

@@ -216,7 +216,35 @@ BandwidthResult MeasureReadBandwidth(const BandwidthOptions& options) {
     for (auto i = static_cast<size_t>(blocks * kLanes); i < count; ++i) total += in[i];
     sum = total;
   };
-  BandwidthResult result = TimeBandwidth(options, 1, count, threads, pass);
+  // Several streams a thread: thread t sums its share [t·count/threads, (t+1)·count/threads) as
+  // `streams` equal parts read a line (kLanes doubles) of each in turn, then the tail. One
+  // iteration a thread under the static schedule, as ParallelFill touched the pages.
+  const int streams = std::clamp(options.streams_per_thread, 1, kMaxReadStreams);
+  auto interleaved = [&] {
+    double total = 0;
+#pragma omp parallel for schedule(static) reduction(+ : total) num_threads(threads)
+    for (int t = 0; t < threads; ++t) {
+      const size_t begin = count * static_cast<size_t>(t) / static_cast<size_t>(threads);
+      const size_t end = count * static_cast<size_t>(t + 1) / static_cast<size_t>(threads);
+      constexpr auto kLine = static_cast<size_t>(kLanes);
+      const size_t part = (end - begin) / static_cast<size_t>(streams) / kLine * kLine;
+      double lanes[kLanes] = {};
+      for (size_t offset = 0; offset < part; offset += kLine) {
+        for (int s = 0; s < streams; ++s) {
+          const double* x = in + begin + static_cast<size_t>(s) * part + offset;
+          for (ptrdiff_t j = 0; j < kLanes; ++j) lanes[j] += x[j];
+        }
+      }
+      double share = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) +
+                     ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+      for (size_t i = begin + static_cast<size_t>(streams) * part; i < end; ++i) share += in[i];
+      total += share;
+    }
+    sum = total;
+  };
+  BandwidthResult result = streams > 1 ? TimeBandwidth(options, 1, count, threads, interleaved)
+                                       : TimeBandwidth(options, 1, count, threads, pass);
+  result.streams_per_thread = streams;
   // A sum of ones is exact below 2^53 elements.
   result.verification =
       sum == static_cast<double>(count) ? Verification::kOk : Verification::kVerifyFailed;

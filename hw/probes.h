@@ -42,6 +42,15 @@ struct BandwidthOptions {
   size_t array_bytes = size_t{256} << 20;  // per array; keep ≫ the last-level cache
   int num_threads = 0;                     // 0: every CPU this process may use
   int repetitions = 5;
+  // Read probe only: how many sequential streams each thread reads at once. 1 (STREAM's order):
+  // each thread sums its share front to back. S > 1 (at most kMaxReadStreams) splits the share
+  // into S equal parts and reads a cache line of each in turn, as a GEMV reads several weight
+  // columns or a decode kernel several KV blocks. One stream a core can fall well short of the
+  // memory's bandwidth, since the prefetchers keep only so many lines of one stream in flight:
+  // on the 2-vCPU Intel Xeon VM of 2026-12-03 (105 MiB L3) 840 MiB read at 14.7 GB/s as one
+  // stream a thread, 17.4-19.7 as 2, 22.2 as 4 and 22.7-25.5 as 8 (results/validation/
+  // issue-20-weight-stream).
+  int streams_per_thread = 1;
   // Small arrays and few repetitions: < 0.3 s, for tests. Figures then include cache effects.
   [[nodiscard]] static BandwidthOptions Quick();
 };
@@ -52,9 +61,12 @@ struct BandwidthResult {
   int arrays = 0;          // 1 read, 2 copy, 3 triad
   int num_threads = 0;     // threads actually used
   int repetitions = 0;
-  Spread spread;  // of bytes/s
+  int streams_per_thread = 1;  // the read probe's streams a thread (BandwidthOptions)
+  Spread spread;               // of bytes/s
   Verification verification = Verification::kSkipped;
 };
+
+inline constexpr int kMaxReadStreams = 64;
 
 // Sum of one array of doubles (pure load stream). Counts 8 bytes per element.
 [[nodiscard]] BandwidthResult MeasureReadBandwidth(const BandwidthOptions& options = {});

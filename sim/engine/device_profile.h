@@ -162,12 +162,14 @@ struct DeviceProfile {
   double sm_count = 0;             // streaming multiprocessors (vLLM's cascade heuristic)
 
   // The read bandwidth of the linear layers' own working set: an array of the model's step
-  // weights (ModelConfig::StepWeightBytes) read over and over, as decode steps read them. 0 (on
-  // GPUs, and in profiles written before it): the weights stream at dram_bw_bytes_per_s. On a
-  // GPU they do: gigabytes of weights against tens of MiB of L2. On a CPU with a last-level cache
-  // of the weights' order part of them stays there from step to step, and the DRAM probe (an
-  // array 8x the LLC) under-reads the weight stream: on two Intel Xeon VMs the fit wanted
-  // gemm_bw_efficiency 1.25 of it (results/validation/issue-20-xeon-amx-1202). Optional
+  // weights (ModelConfig::StepWeightBytes) read over and over, several streams a thread, as
+  // decode steps read them. 0 (on GPUs, and in profiles written before it): the weights stream
+  // at dram_bw_bytes_per_s. On a GPU they do: gigabytes of weights against tens of MiB of L2,
+  // and dram_bw is the datasheet's peak. On a CPU the DRAM probe (one stream a thread, an array
+  // 8x the LLC) under-reads the weight stream: on two Intel Xeon VMs the fit wanted
+  // gemm_bw_efficiency 1.25 of it (results/validation/issue-20-xeon-amx-1202), since one stream
+  // a core keeps too few lines in flight and an LLC of the weights' order holds part of them
+  // from step to step (calib/cpu_calibration.h RunProbes). Optional
   // (absent = 0); measured by `calibrate --target cpu` for the model it calibrates with, so a
   // profile used with a model of other weight bytes prices that model's stream at this rate too.
   double weight_stream_bw_bytes_per_s = 0;

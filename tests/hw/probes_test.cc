@@ -37,6 +37,26 @@ TEST(ProbesTest, ReadBandwidth) {
   ExpectPlausibleBandwidth(MeasureReadBandwidth(BandwidthOptions::Quick()), 1);
 }
 
+// Several streams a thread read every element once: the sum of ones checks it, also where the
+// array does not split evenly into threads, streams and lines, and past kMaxReadStreams (clamped).
+TEST(ProbesTest, ReadBandwidthWithSeveralStreamsReadsEveryElement) {
+  for (const int streams : {2, 3, 8, kMaxReadStreams, kMaxReadStreams + 10}) {
+    for (const int threads : {1, 2, 3}) {
+      SCOPED_TRACE(std::to_string(streams) + " streams, " + std::to_string(threads) + " threads");
+      BandwidthOptions options = BandwidthOptions::Quick();
+      options.array_bytes = (size_t{3} << 20) + 8 * 13;  // 13 doubles past a round size
+      options.num_threads = threads;
+      options.streams_per_thread = streams;
+      const BandwidthResult result = MeasureReadBandwidth(options);
+      EXPECT_EQ(result.verification, Verification::kOk);
+      EXPECT_EQ(result.array_bytes, options.array_bytes);
+      EXPECT_GT(result.bytes_per_s, 1e8);
+      EXPECT_EQ(result.streams_per_thread, std::min(streams, kMaxReadStreams));
+    }
+  }
+  EXPECT_EQ(MeasureReadBandwidth(BandwidthOptions::Quick()).streams_per_thread, 1);
+}
+
 TEST(ProbesTest, StreamCopy) {
   ExpectPlausibleBandwidth(MeasureStreamCopy(BandwidthOptions::Quick()), 2);
 }

@@ -77,13 +77,14 @@ TEST(DeviceProfile, LoadsRtx6000AdaWithItsDatasheetFigures) {
   EXPECT_DOUBLE_EQ(p.sm_count, 142);
   EXPECT_DOUBLE_EQ(p.reuse_window_ctas, 1136);
   EXPECT_FALSE(p.provenance.empty());
-  // Datasheet figures are `spec` (and that a GPU runs no CPU skinny kernel), everything a
-  // datasheet does not give is `assumed`.
+  // Datasheet figures are `spec` (and that a GPU runs no CPU skinny kernel and streams its
+  // weights at the DRAM peak), everything a datasheet does not give is `assumed`.
   const auto params = ProfileParameters();
   for (size_t i = 0; i < params.size(); ++i) {
     const bool spec = params[i].name == "memory_bytes" || params[i].name == "dram_bw_bytes_per_s" ||
                       params[i].name == "dense_flops_per_s" || params[i].name == "sm_count" ||
-                      params[i].name == "gemm_skinny_max_tokens";
+                      params[i].name == "gemm_skinny_max_tokens" ||
+                      params[i].name == "weight_stream_bw_bytes_per_s";
     EXPECT_EQ(p.origins[i].source, spec ? ParameterSource::kSpec : ParameterSource::kAssumed)
         << params[i].name;
     EXPECT_FALSE(p.origins[i].note.empty()) << params[i].name;
@@ -192,8 +193,9 @@ TEST(DeviceProfile, OptionalParameterMayBeAbsent) {
   EXPECT_EQ(p.gemm_batched_fixed_ns, 0.0);
   size_t optional = 0;
   for (const ProfileParameterInfo& info : ProfileParameters()) optional += info.optional ? 1 : 0;
-  // gemm_batched_fixed_ns, gemm_roofline_exponent, decode_cta_fixed_ns and the three gemm_skinny_*.
-  EXPECT_EQ(optional, 6u);
+  // gemm_batched_fixed_ns, gemm_roofline_exponent, decode_cta_fixed_ns, the three gemm_skinny_*
+  // and weight_stream_bw_bytes_per_s.
+  EXPECT_EQ(optional, 7u);
 }
 
 TEST(DeviceProfile, RejectsNonPositiveBandwidthAndEfficiencyAboveOne) {
