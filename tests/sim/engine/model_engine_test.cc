@@ -130,7 +130,8 @@ TEST(ModelEngine, WeightStreamBandwidthPricesTheWeightsAlone) {
   DeviceProfile p = RoundProfile();
   p.weight_stream_bw_bytes_per_s = 2e9;
   p.gemm_bw_efficiency = 0.5;
-  const BatchPlan plan = PlanBuilder().Decode(99).Build();
+  PlanBuilder b;  // owns the requests the plan points at
+  const BatchPlan plan = b.Decode(99).Build();
   const StepTiming t = ModelEngine(p, TinyModel()).Execute(plan);
   // GEMM: 275456 B / (2 B/ns · 0.5), as at 1 B/ns of DRAM and efficiency 1.
   EXPECT_EQ(Term(t, StepTerm::kGemm), 275456);
