@@ -47,6 +47,7 @@ struct Indices {
   size_t cta_fixed = ParameterIndex("decode_cta_fixed_ns");
   size_t attn_bw = ParameterIndex("attn_bw_efficiency");
   size_t attn_flops = ParameterIndex("attn_flops_efficiency");
+  size_t prefill_query = ParameterIndex("prefill_query_fixed_ns");
   size_t l2_bw = ParameterIndex("l2_bw_bytes_per_s");
   size_t hit = ParameterIndex("reuse_hit_max");
   size_t window = ParameterIndex("reuse_window_ctas");
@@ -698,25 +699,80 @@ void Fitter::FitDecode(TermState& state) {
   }
 }
 
-// --- prefill attention: max(kv tokens · DRAM ns, pairs · pair ns) ---
+// --- prefill attention: max(kv tokens · DRAM ns, pairs · pair ns) + query tokens · row ns ---
 
 void Fitter::FitPrefill(TermState& state) {
   const Indices& ix = Ix();
   const std::vector<size_t>& rows = state.rows.fit;
-  if (held_[ix.attn_flops] || rows.empty()) return;
+  if (rows.empty()) return;
   const double pair_ns = model_.AttentionFlopsPerPair() * kNsPerS / profile_.dense_flops_per_s;
-  std::vector<double> candidates;
+  const double rows_per_token = static_cast<double>(model_.heads) * model_.layers;
+  // The per-row fixed cost is told apart from the pairs only by rows whose pairs per query
+  // token differ (chunks of different lengths or contexts).
+  std::vector<double> pairs_per_token;
   for (const size_t i : rows) {
-    candidates.push_back(rows_[i].shape.prefill_pairs * pair_ns /
-                         MeasuredNs(rows_[i], StepTerm::kPrefillAttention));
+    const StepShape& s = rows_[i].shape;
+    if (s.prefill_tokens() > 0) pairs_per_token.push_back(s.prefill_pairs / s.prefill_tokens());
   }
-  std::vector<std::vector<double>> grid;
-  for (const double e : Quantiles(candidates, profile_.attn_flops_efficiency)) grid.push_back({e});
-  GridStart(StepTerm::kPrefillAttention, rows, {ix.attn_flops}, grid);
-  MinimizeInRange(state, {ix.attn_flops});
-  ParameterFit& p = Param(state, ix.attn_flops);
-  p.fitted = true;
-  if (p.clamped) return;
+  std::sort(pairs_per_token.begin(), pairs_per_token.end());
+  const bool shapes_vary = pairs_per_token.size() >= 3 &&
+                           pairs_per_token.back() > pairs_per_token.front() * (1 + 1e-6);
+  bool query_free = !held_[ix.prefill_query] && shapes_vary;
+  if (!held_[ix.prefill_query] && !shapes_vary) {
+    Param(state, ix.prefill_query).why =
+        "needs 3 or more prefill rows with different pairs per query token (chunk lengths or "
+        "contexts); kept at the base value";
+  }
+  const bool flops_free = !held_[ix.attn_flops];
+  if (!flops_free && !query_free) return;
+
+  // Start: the compute side is linear in 1/attn_flops_efficiency and prefill_query_fixed_ns,
+  // measured ≈ pairs · pair_ns / e + tokens · heads · layers · q (relative weights).
+  if (flops_free && query_free) {
+    Eigen::MatrixXd a(static_cast<Eigen::Index>(rows.size()), 2);
+    Eigen::VectorXd ones = Eigen::VectorXd::Ones(static_cast<Eigen::Index>(rows.size()));
+    for (size_t k = 0; k < rows.size(); ++k) {
+      const StepShape& s = rows_[rows[k]].shape;
+      const double m = MeasuredNs(rows_[rows[k]], StepTerm::kPrefillAttention);
+      a(static_cast<Eigen::Index>(k), 0) = s.prefill_pairs * pair_ns / m;
+      a(static_cast<Eigen::Index>(k), 1) = s.prefill_tokens() * rows_per_token / m;
+    }
+    const NnlsResult start = NonNegativeLeastSquares(a, ones);
+    if (start.x(0) > 0) profile_.attn_flops_efficiency = 1 / start.x(0);
+    if (start.x(1) > 0) {
+      profile_.prefill_query_fixed_ns = start.x(1);
+    } else {
+      // The rows put no weight on a per-row cost: 0, and the pairs alone are fitted.
+      profile_.prefill_query_fixed_ns = 0;
+      ParameterFit& q = Param(state, ix.prefill_query);
+      q.fitted = true;
+      q.why = "non-negative least squares puts no cost on the query rows beyond their pairs";
+      query_free = false;
+    }
+  }
+  std::vector<size_t> free;
+  if (flops_free) free.push_back(ix.attn_flops);
+  if (query_free) free.push_back(ix.prefill_query);
+  if (flops_free && !query_free) {
+    std::vector<double> candidates;
+    for (const size_t i : rows) {
+      const StepShape& s = rows_[i].shape;
+      const double rest = MeasuredNs(rows_[i], StepTerm::kPrefillAttention) -
+                          s.prefill_tokens() * rows_per_token * profile_.prefill_query_fixed_ns;
+      if (rest > 0) candidates.push_back(s.prefill_pairs * pair_ns / rest);
+    }
+    std::vector<std::vector<double>> grid;
+    for (const double e : Quantiles(candidates, profile_.attn_flops_efficiency)) {
+      grid.push_back({e});
+    }
+    GridStart(StepTerm::kPrefillAttention, rows, {ix.attn_flops}, grid);
+  }
+  if (query_free && !flops_free && !(profile_.prefill_query_fixed_ns > 0)) {
+    profile_.prefill_query_fixed_ns = 1;  // LM works in log space: start above 0
+  }
+  MinimizeInRange(state, free);
+  for (const size_t index : free) Param(state, index).fitted = true;  // clamped ones too
+  if (!flops_free || Param(state, ix.attn_flops).clamped) return;
   const double dram_ns = static_cast<double>(model_.KvBytesPerToken()) * kNsPerS /
                          (profile_.dram_bw_bytes_per_s * profile_.attn_bw_efficiency);
   size_t compute_side = 0;
@@ -731,6 +787,7 @@ void Fitter::FitPrefill(TermState& state) {
     ApplyLowerBound(state, ix.attn_flops, bound,
                     "fewer than 2 prefill rows are compute-bound, so the rows only say the "
                     "attention FLOP efficiency is high enough to keep them bandwidth-bound");
+    if (query_free) MinimizeInRange(state, {ix.prefill_query});
   }
 }
 
@@ -899,7 +956,7 @@ CalibrationFit Fitter::Run() {
        ix.skinny_per_token},
       {ix.attn_bw, ix.cta_fixed, ix.hit, ix.window, ix.l2_bw},
       {ix.cascade_layer, ix.cascade_merge},
-      {ix.attn_flops},
+      {ix.attn_flops, ix.prefill_query},
       {ix.step_fixed, ix.layer_fixed, ix.per_request},
   }};
   std::array<TermState, 5> states;

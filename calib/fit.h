@@ -26,7 +26,11 @@
 //                     the DRAM side solved linearly). The reads take max(DRAM, L2): the L2
 //                     bandwidth is kept at its base value (e.g. an LLC probe) unless 2+ rows
 //                     are bound by L2 under the fitted profile.
-//   kPrefillAttention attn_flops_efficiency (attn_bw_efficiency from the decode fit): LM, 1-D.
+//   kPrefillAttention attn_flops_efficiency and prefill_query_fixed_ns (attn_bw_efficiency from
+//                     the decode fit): non-negative least squares of the compute side, linear in
+//                     1/efficiency and the per-row cost, then LM over both; the row cost needs 3+
+//                     rows of different pairs per query token and is 0 when NNLS gives it none
+//                     (then the efficiency alone, grid + LM).
 //   kCascadePrefix    cascade_layer_ns, cascade_merge_ns_per_request_layer: linear once the
 //                     attention rates are known, non-negative least squares.
 //   kOverhead         step_fixed_ns, per_request_ns: non-negative least squares. layer_fixed_ns

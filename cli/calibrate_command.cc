@@ -231,6 +231,7 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
   measured_on.row_order = primed ? "primed" : "interleaved";
   base.measured_on = measured_on;
   calib::FitOptions fit_options;
+  fit_options.hold = options.hold;
   fit_options.rows_label = RowsPathOf(out_path).filename().string();
   calib::CalibrationFit fit = FitProfile(base, model, rows, fit_options);
   fit.profile.step_noise = calib::StepNoiseOf(
@@ -440,6 +441,7 @@ int Refit(const CalibrateCommandOptions& options, std::ostream& out) {
     rows.push_back(calib::RestateDecodeRow(row, model));
   }
   calib::FitOptions fit_options;
+  fit_options.hold = options.hold;
   fit_options.rows_label = rows_label + " (refit, base " + base_text.display_name + ")";
   if (published) fit_options.fitted_source = ParameterSource::kPublished;
   if (!options.fit_ratios.empty() && ratios.empty()) {
@@ -533,6 +535,7 @@ int CalibrateCuda(const CalibrateCommandOptions& options, std::ostream& out) {
   measured_on.threads = 1;
   base.measured_on = measured_on;
   calib::FitOptions fit_options;
+  fit_options.hold = options.hold;
   fit_options.rows_label = RowsPathOf(out_path).filename().string();
   const calib::CalibrationFit fit = FitProfile(base, model, rows, fit_options);
   std::vector<std::string> labels;
@@ -564,6 +567,15 @@ int CalibrateCudaTarget(const CalibrateCommandOptions& options, std::ostream& ou
 }  // namespace
 
 int CalibrateCommand(const CalibrateCommandOptions& options, std::ostream& out) {
+  // Before anything is measured: a live calibration takes minutes.
+  for (const std::string& name : options.hold) {
+    const auto params = ProfileParameters();
+    if (std::none_of(params.begin(), params.end(),
+                     [&](const ProfileParameterInfo& p) { return p.name == name; })) {
+      throw std::invalid_argument("--hold: '" + name +
+                                  "' is no profile parameter (sim/engine/device_profile.cc)");
+    }
+  }
   if (!options.refit_rows.empty()) return Refit(options, out);
   if (options.target == "cuda") {
     const InterruptScope scope;

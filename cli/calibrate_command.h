@@ -67,6 +67,10 @@ struct CalibrateCommandOptions {
   // provenance come from --base (default: the profile beside the first rows file, X.yaml for
   // X-rows.csv). Needs --out.
   std::vector<std::string> refit_rows;
+  // --hold a,b,...: profile parameters the fit keeps at the base profile's values
+  // (calib/fit.h FitOptions::hold), with a live calibration or --refit. An unknown or
+  // never-fitted name is an error.
+  std::vector<std::string> hold;
   std::string base_profile;
   // --tp N: with Vidur tables among the --refit files, the tensor-parallel degree whose rows to
   // fit (0: the tables must hold one degree only).

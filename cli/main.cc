@@ -418,6 +418,10 @@ int Main(int argc, char** argv) {
                         "rows of the base profile's device (calib/ratio_fit.h), comma-separated")
       ->delimiter(',')
       ->needs(refit_option);
+  calibrate->add_option("--hold", calibrate_options.hold,
+                        "Profile parameters the fit keeps at the base profile's values, "
+                        "comma-separated (e.g. prefill_query_fixed_ns: the model before it)")
+      ->delimiter(',');
   calibrate->add_option("--ratio-rows", calibrate_options.ratio_rows,
                         "With --fit-ratios: the ids of the ratio rows to fit (default: every row "
                         "of the base profile's device); the others are checked only")

@@ -63,6 +63,9 @@ constexpr std::array<ProfileParameterInfo, kNumProfileParameters> kParameters = 
      "read bandwidth of the model's step weights as a working set (bytes/s); 0 = "
      "dram_bw_bytes_per_s",
      true},
+    // Optional (absent = 0), after it for the same reason.
+    {"prefill_query_fixed_ns", &P::prefill_query_fixed_ns, 0, false, 1e6, false,
+     "prefill-attention fixed cost per (prefill query token, query head, layer) (ns)", true},
 }};
 
 constexpr std::array<std::string_view, 5> kFitTermNames = {

@@ -32,7 +32,7 @@ namespace feather {
 enum class ParameterSource : uint8_t { kSpec, kAssumed, kMeasured, kPublished };
 [[nodiscard]] std::string_view ParameterSourceName(ParameterSource source);  // spec|assumed|...
 
-inline constexpr size_t kNumProfileParameters = 24;
+inline constexpr size_t kNumProfileParameters = 25;
 
 // The `measured_on` section: where and how the measurements behind a calibrated profile ran.
 struct ProfileMeasuredOn {
@@ -202,6 +202,17 @@ struct DeviceProfile {
   // efficiencies grow with context (FlashAttention-2 paged decode on H100: 23 % of peak at 32
   // tokens, 66 % at 512). Optional (absent = 0).
   double decode_cta_fixed_ns = 0;
+  // Fixed cost of prefill attention per (prefill query token, query head, layer), beyond the
+  // (query, key) pairs that attn_flops_efficiency prices: loading and scaling the query row,
+  // normalizing and storing its output, the causal diagonal tile that is half wasted, and
+  // appending the token's K and V to the paged cache (the cpu engine times AppendKv inside the
+  // prefill term, hw/layer_loop.cc). Pairs alone cannot price a short chunk: on cpu-small a
+  // 16-token prompt with no context (136 pairs a head) took 0.22 ms where its pairs, at the
+  // rate the long chunks fit, predict 0.03 ms. Fitting it took the prefill term's held-out MAPE
+  // from 8.0-17.2 % to 2.1-10.4 % on the twelve committed CPU row sets, 75-165 ns a row
+  // (results/validation/issue-20-prefill-query). 0 in the GPU profiles (no published prefill
+  // row informs it) and in profiles written before it. Optional (absent = 0).
+  double prefill_query_fixed_ns = 0;
 
   // --- Reuse of shared KV blocks through L2 without cascade ---
   double l2_bw_bytes_per_s = 0;  // effective bandwidth of KV reads served by L2

@@ -132,6 +132,7 @@ StepPricer::StepPricer(const DeviceProfile& p, const ModelConfig& model) {
   l2_ns_per_kv_token_ = kv_bytes * kNsPerS / p.l2_bw_bytes_per_s;
   attn_ns_per_pair_ =
       model.AttentionFlopsPerPair() * kNsPerS / (p.dense_flops_per_s * p.attn_flops_efficiency);
+  prefill_ns_per_token_ = p.prefill_query_fixed_ns * model.heads * layers;
   reuse_window_requests_ = std::max(1.0, p.reuse_window_ctas / std::max(1u, model.kv_heads));
   reuse_hit_max_ = p.reuse_hit_max;
   gemm_exponent_ = p.gemm_roofline_exponent;
@@ -179,7 +180,8 @@ std::array<double, kNumStepTerms> StepPricer::Terms(const StepShape& shape) cons
   // Prefill chunks against their context (minus the prefix cascade already covered).
   if (shape.prefill_requests > 0) {
     at(StepTerm::kPrefillAttention) = std::max(shape.prefill_kv_tokens * dram_ns_per_kv_token_,
-                                               shape.prefill_pairs * attn_ns_per_pair_);
+                                               shape.prefill_pairs * attn_ns_per_pair_) +
+                                      shape.prefill_tokens() * prefill_ns_per_token_;
   }
 
   at(StepTerm::kOverhead) = overhead_fixed_ns_ + shape.requests * per_request_ns_;

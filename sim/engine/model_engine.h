@@ -118,6 +118,12 @@
 // ones; c_i − P when cascade took the prefix):
 //   max( Σ (c_i + 2·n_i)·kv / (dram_bw · attn_bw_eff),   (read context, write and read new KV)
 //        Σ n_i·(c_i + (n_i + 1)/2)·a / (dense_flops · attn_flops_eff) )
+//   + (n − B) · heads · layers · prefill_query_fixed_ns
+//   n − B = Σ n_i is the prefill query tokens (StepShape::prefill_tokens). The last part is each
+//   query row's own work outside the pairs (load and scale q, normalize and store the output,
+//   the half-empty diagonal tile, the K/V append): a short chunk's cost on the CPU, where a
+//   16-token prompt costs eight times what its 136 pairs a head predict (0.22 ms against
+//   0.03 ms, results/validation/issue-20-prefill-query); 0 in the GPU profiles.
 //
 // kOverhead — step_fixed_ns + layers · layer_fixed_ns + R · per_request_ns.
 //
@@ -129,6 +135,7 @@
 // absorb them.
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -171,6 +178,10 @@ struct StepShape {
   double prefill_pairs = 0;            // Σ n_i·(c_i + (n_i + 1)/2) − P·Σ n_i
   double prefill_kv_tokens = 0;        // Σ (c_i + 2·n_i) − P·prefill_requests
   [[nodiscard]] bool cascade() const { return cascade_prefix_tokens > 0; }
+  // Σ n_i over the prefill chunks: every decode request computes exactly one new token.
+  [[nodiscard]] double prefill_tokens() const {
+    return prefill_requests > 0 ? std::max(0.0, new_tokens - decode_requests) : 0.0;
+  }
 };
 
 // One step a real engine executed: its shape and what each term measured (wall-clock ns). The
@@ -219,6 +230,7 @@ class StepPricer {
   double dram_ns_per_kv_token_ = 0;    // one token's KV (all layers) from DRAM
   double l2_ns_per_kv_token_ = 0;      // one token's KV (all layers) from L2
   double attn_ns_per_pair_ = 0;        // one (query, key) pair across all layers, at full rate
+  double prefill_ns_per_token_ = 0;    // prefill_query_fixed_ns · heads · layers
   double reuse_window_requests_ = 1;   // reuse_window_ctas / kv_heads, at least 1
   double reuse_hit_max_ = 0;
   double gemm_exponent_ = 0;           // gemm_roofline_exponent (0: the hard max)

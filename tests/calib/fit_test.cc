@@ -83,6 +83,37 @@ TEST(CalibrationFit, RecoversABatchedGemmFixedCost) {
   EXPECT_LT(gpu_like.profile.gemm_batched_fixed_ns, 0.02 * stream_ns);
 }
 
+// A CPU-like truth whose prefill chunks pay a fixed cost per query row beyond their pairs
+// (prefill_query_fixed_ns): the fit recovers it beside the attention FLOP efficiency, and a fit
+// that may not use it (held at 0) misses the prefill rows several times worse.
+TEST(CalibrationFit, RecoversAPrefillQueryFixedCost) {
+  const ModelConfig model = TinyModel();
+  DeviceProfile truth = TruthProfile();
+  // 200 ns · 8 heads · 4 layers = 6.4 µs a query token: a 32-token chunk at context 0 is 6x its
+  // pairs' cost, a 512-token chunk after 1,024 cached tokens a tenth of it.
+  truth.prefill_query_fixed_ns = 200;
+  const std::vector<MeasuredStep> rows = MakeRows(truth, model, RowMix{});
+  const CalibrationFit fit = FitProfile(PerturbedBase(), model, rows);
+  EXPECT_TRUE(Param(fit, "prefill_query_fixed_ns").fitted);
+  EXPECT_LT(RelativeError(fit.profile.prefill_query_fixed_ns, 200), 0.05);
+  EXPECT_LT(RelativeError(fit.profile.attn_flops_efficiency, truth.attn_flops_efficiency), 0.02);
+  EXPECT_EQ(fit.profile.origins[IndexOf("prefill_query_fixed_ns")].source,
+            ParameterSource::kMeasured);
+  const double with = *Term(fit, StepTerm::kPrefillAttention).holdout_mape;
+  EXPECT_LT(with, 0.016);
+
+  FitOptions options;
+  options.hold = {"prefill_query_fixed_ns"};  // the base's 0: the old model
+  const CalibrationFit pairs_only = FitProfile(PerturbedBase(), model, rows, options);
+  EXPECT_EQ(pairs_only.profile.prefill_query_fixed_ns, 0);
+  EXPECT_GT(*Term(pairs_only, StepTerm::kPrefillAttention).holdout_mape, 3 * with);
+
+  // The GPU-like truth (no such cost) gets a negligible one.
+  EXPECT_LT(FitProfile(PerturbedBase(), model, MakeRows(TruthProfile(), model, RowMix{}))
+                .profile.prefill_query_fixed_ns,
+            10);
+}
+
 // A CPU build with the skinny kernel (hw/gemm.h): steps of 2 to 8 tokens cost the weight stream
 // plus a line in the token count, steps above 8 the roofline with the repacking cost. The fit
 // recovers both the line and the roofline's parameters from rows of both kinds (the kernel's

@@ -46,6 +46,37 @@ TEST_F(CalibrateRefitTest, CommittedRowsRefitIntoAProfileAndRowsThatReadBack) {
   EXPECT_EQ(calib::LoadRowsCsv((dir_ / "refit-rows.csv").string()).size(), 245u);
 }
 
+// --hold keeps parameters at the base's values: here the prefill row cost, which the committed
+// base (written before it existed) has at 0, so the refit is the pairs-only prefill model; a fit
+// that may use it fits the prefill rows better. A name that is no parameter exits 2 before
+// anything is read.
+TEST_F(CalibrateRefitTest, HoldKeepsTheBaseValueAndBadNamesExit2) {
+  const fs::path held = dir_ / "held.yaml";
+  const RunResult run_held = RunFeather(
+      {"calibrate", "--refit", kRows, "--hold", "prefill_query_fixed_ns", "--out", held.string()});
+  ASSERT_EQ(run_held.exit_code, 0) << run_held.err;
+  const fs::path free = dir_ / "free.yaml";
+  const RunResult run_free = RunFeather({"calibrate", "--refit", kRows, "--out", free.string()});
+  ASSERT_EQ(run_free.exit_code, 0) << run_free.err;
+  const DeviceProfile with_hold = LoadDeviceProfile(held.string());
+  const DeviceProfile without = LoadDeviceProfile(free.string());
+  EXPECT_EQ(with_hold.prefill_query_fixed_ns, 0);
+  EXPECT_GT(without.prefill_query_fixed_ns, 0);
+  auto prefill_fit = [](const DeviceProfile& p) {
+    for (const ProfileTermFit& t : p.fit->terms) {
+      if (t.term == "prefill_attention") return t.mape;
+    }
+    return -1.0;
+  };
+  EXPECT_LT(prefill_fit(without), prefill_fit(with_hold));
+
+  const RunResult bad = RunFeather({"calibrate", "--refit", kRows, "--hold", "prefill_qeury",
+                                    "--out", (dir_ / "bad.yaml").string()});
+  EXPECT_EQ(bad.exit_code, 2);
+  EXPECT_THAT(bad.err, HasSubstr("--hold: 'prefill_qeury' is no profile parameter"));
+  EXPECT_FALSE(fs::exists(dir_ / "bad.yaml"));
+}
+
 TEST_F(CalibrateRefitTest, UsageErrors) {
   const RunResult no_out = RunFeather({"calibrate", "--refit", kRows});
   EXPECT_EQ(no_out.exit_code, 2);

@@ -331,6 +331,29 @@ TEST(ModelEngine, PrefillChunkByHand) {
   ExpectTotalIsSumOfTerms(t);
 }
 
+// prefill_query_fixed_ns is paid per prefill query token, query head and layer, on top of the
+// max, and never by the decode requests of the same step.
+TEST(ModelEngine, PrefillQueryFixedCostIsPerPrefillTokenHeadAndLayer) {
+  DeviceProfile profile = RoundProfile();
+  PlanBuilder b;  // owns the requests the plan points at
+  const BatchPlan plan = b.Decode(99, 3).Prefill(32, 64).Prefill(0, 5).Build();
+  const StepTiming without = ModelEngine(profile, TinyModel()).Execute(plan);
+  profile.prefill_query_fixed_ns = 7;
+  const StepTiming with = ModelEngine(profile, TinyModel()).Execute(plan);
+  // (64 + 5) prefill tokens · 4 heads · 2 layers · 7 ns = 3864; the 3 decode tokens pay nothing.
+  EXPECT_EQ(Term(with, StepTerm::kPrefillAttention) - Term(without, StepTerm::kPrefillAttention),
+            3864);
+  for (const StepTerm term : {StepTerm::kGemm, StepTerm::kDecodeAttention, StepTerm::kOverhead}) {
+    EXPECT_EQ(Term(with, term), Term(without, term));
+  }
+  ExpectTotalIsSumOfTerms(with);
+  // A decode-only step has no prefill term with or without it.
+  PlanBuilder decode;
+  EXPECT_EQ(Term(ModelEngine(profile, TinyModel()).Execute(decode.Decode(99, 3).Build()),
+                 StepTerm::kPrefillAttention),
+            0);
+}
+
 // The fit differentiates Terms: the fractions Price rounds away must be there, and Price must be
 // Terms rounded term by term.
 TEST(StepPricer, TermsAreUnroundedAndPriceRoundsThem) {

@@ -193,9 +193,9 @@ TEST(DeviceProfile, OptionalParameterMayBeAbsent) {
   EXPECT_EQ(p.gemm_batched_fixed_ns, 0.0);
   size_t optional = 0;
   for (const ProfileParameterInfo& info : ProfileParameters()) optional += info.optional ? 1 : 0;
-  // gemm_batched_fixed_ns, gemm_roofline_exponent, decode_cta_fixed_ns, the three gemm_skinny_*
-  // and weight_stream_bw_bytes_per_s.
-  EXPECT_EQ(optional, 7u);
+  // gemm_batched_fixed_ns, gemm_roofline_exponent, decode_cta_fixed_ns, the three gemm_skinny_*,
+  // weight_stream_bw_bytes_per_s and prefill_query_fixed_ns.
+  EXPECT_EQ(optional, 8u);
 }
 
 TEST(DeviceProfile, RejectsNonPositiveBandwidthAndEfficiencyAboveOne) {
