@@ -10,10 +10,12 @@
 #include <initializer_list>
 #include <limits>
 #include <optional>
+#include <random>
 #include <stdexcept>
 #include <utility>
 
 #include "calib/solvers.h"
+#include "hw/interleaved_passes.h"
 
 namespace feather::calib {
 namespace {
@@ -920,6 +922,51 @@ double Mape(const StepPricer& pricer, std::span<const MeasuredStep> rows,
   return indices.empty() ? 0 : sum / static_cast<double>(indices.size());
 }
 
+// The measured ns of `term` (nullopt: the total) in one timing, as MeasuredNs reads a row.
+double TimingNs(const StepTiming& timing, std::optional<StepTerm> term) {
+  if (!term) return static_cast<double>(timing.total_ns);
+  if (*term == StepTerm::kDecodeAttention) {
+    return static_cast<double>(timing.term(StepTerm::kDecodeAttention) +
+                               timing.term(StepTerm::kKvReuse));
+  }
+  return static_cast<double>(timing.term(*term));
+}
+
+// Per row: for each fitted term (kTerms order) and then the total, the bootstrap mean of
+// |resample's median by total / the row's − 1| (FitOptions::repetitions). A row or term whose own
+// value is 0 gets 0 (it is in no hold-out of that term).
+std::vector<std::array<double, kTerms.size() + 1>> RowNoise(
+    std::span<const MeasuredStep> rows, std::span<const std::vector<StepTiming>> repetitions) {
+  std::vector<std::array<double, kTerms.size() + 1>> noise(rows.size());
+  std::vector<StepTiming> resample;
+  for (size_t i = 0; i < rows.size(); ++i) {
+    const std::vector<StepTiming>& reps = repetitions[i];
+    std::mt19937_64 rng(0x9e3779b97f4a7c15ULL ^ i);
+    std::uniform_int_distribution<size_t> pick(0, reps.size() - 1);
+    std::array<double, kTerms.size() + 1>& sums = noise[i];
+    for (uint32_t b = 0; b < kNoiseFloorResamples; ++b) {
+      resample.clear();
+      for (size_t k = 0; k < reps.size(); ++k) resample.push_back(reps[pick(rng)]);
+      const StepTiming median = hw::MedianByTotal(resample);
+      for (size_t t = 0; t <= kTerms.size(); ++t) {
+        const std::optional<StepTerm> term =
+            t < kTerms.size() ? std::optional<StepTerm>(kTerms[t]) : std::nullopt;
+        const double own = TimingNs(rows[i].measured, term);
+        if (own > 0) sums[t] += std::abs(TimingNs(median, term) / own - 1);
+      }
+    }
+    for (double& v : sums) v /= kNoiseFloorResamples;
+  }
+  return noise;
+}
+
+double MeanOver(const std::vector<std::array<double, kTerms.size() + 1>>& noise,
+                const std::vector<size_t>& indices, size_t column) {
+  double sum = 0;
+  for (const size_t i : indices) sum += noise[i][column];
+  return indices.empty() ? 0 : sum / static_cast<double>(indices.size());
+}
+
 std::string Fitter::Note(const TermState& state, const ParameterFit& p) const {
   const TermFit& t = state.report;
   std::string note =
@@ -1055,12 +1102,24 @@ CalibrationFit Fitter::Run() {
   result.holdout_rows = holdout_rows.size();
   result.fit_mape = Mape(pricer, rows_, fit_rows, std::nullopt);
   if (!holdout_rows.empty()) result.holdout_mape = Mape(pricer, rows_, holdout_rows, std::nullopt);
+  if (!options_.repetitions.empty()) {
+    const auto noise = RowNoise(rows_, options_.repetitions);
+    if (!holdout_rows.empty()) {
+      result.holdout_noise_floor = MeanOver(noise, holdout_rows, kTerms.size());
+    }
+    for (size_t t = 0; t < kTerms.size(); ++t) {
+      if (!states[t].rows.holdout.empty()) {
+        states[t].report.holdout_noise_floor = MeanOver(noise, states[t].rows.holdout, t);
+      }
+    }
+  }
 
   ProfileFit summary;
   summary.fit_rows = result.fit_rows;
   summary.holdout_rows = result.holdout_rows;
   summary.fit_mape = result.fit_mape;
   summary.holdout_mape = result.holdout_mape;
+  summary.holdout_noise_floor = result.holdout_noise_floor;
   for (const StepTerm term : kTerms) {  // StepTerm order, as the profile schema wants
     for (const TermState& s : states) {
       if (s.report.term != term || s.rows.fit.empty()) continue;
@@ -1068,6 +1127,7 @@ CalibrationFit Fitter::Run() {
       t.term = std::string(StepTermName(term));
       t.mape = s.report.fit_mape.value_or(0);
       t.holdout_mape = s.report.holdout_mape;
+      t.holdout_noise_floor = s.report.holdout_noise_floor;
       t.rows = s.rows.fit.size();
       t.holdout_rows = s.rows.holdout.size();
       summary.terms.push_back(std::move(t));
@@ -1096,6 +1156,20 @@ void ValidateInputs(const DeviceProfile& base, std::span<const MeasuredStep> row
     throw std::invalid_argument(
         "calibration: holdout_every = 1 would hold out every row "
         "(use 0 for no holdout, or k >= 2)");
+  }
+  if (!options.repetitions.empty()) {
+    if (options.repetitions.size() != rows.size()) {
+      throw std::invalid_argument("calibration: " + std::to_string(options.repetitions.size()) +
+                                  " rows of repetitions for " + std::to_string(rows.size()) +
+                                  " rows (FitOptions::repetitions: one entry per row)");
+    }
+    for (size_t i = 0; i < rows.size(); ++i) {
+      if (options.repetitions[i].size() < 2) {
+        throw std::invalid_argument("calibration: row " + std::to_string(i) + " has " +
+                                    std::to_string(options.repetitions[i].size()) +
+                                    " repetitions; a noise floor needs 2 or more");
+      }
+    }
   }
   for (const std::string& name : options.hold) {
     if (!FindParameter(name)) {
@@ -1175,17 +1249,22 @@ CalibrationFit FitProfile(const DeviceProfile& base, const ModelConfig& model,
 std::string FormatFitReport(const CalibrationFit& fit) {
   std::string out;
   char line[256];
-  std::snprintf(line, sizeof line, "step total: %zu fit rows, MAPE %s; %zu holdout rows%s%s\n",
+  auto floor = [](const std::optional<double>& f) {
+    return f ? "  (noise floor " + Percent(*f) + ")" : std::string();
+  };
+  std::snprintf(line, sizeof line, "step total: %zu fit rows, MAPE %s; %zu holdout rows%s%s%s\n",
                 fit.fit_rows, Percent(fit.fit_mape).c_str(), fit.holdout_rows,
                 fit.holdout_mape ? ", MAPE " : "",
-                fit.holdout_mape ? Percent(*fit.holdout_mape).c_str() : "");
+                fit.holdout_mape ? Percent(*fit.holdout_mape).c_str() : "",
+                floor(fit.holdout_noise_floor).c_str());
   out += line;
   for (const TermFit& t : fit.terms) {
-    std::snprintf(line, sizeof line, "%-18s rows %5zu + %4zu held  MAPE fit %8s  holdout %8s%s\n",
+    std::snprintf(line, sizeof line,
+                  "%-18s rows %5zu + %4zu held  MAPE fit %8s  holdout %8s%s%s\n",
                   std::string(StepTermName(t.term)).c_str(), t.fit_rows, t.holdout_rows,
                   t.fit_mape ? Percent(*t.fit_mape).c_str() : "-",
                   t.holdout_mape ? Percent(*t.holdout_mape).c_str() : "-",
-                  t.fitted ? "" : "  (not fitted)");
+                  floor(t.holdout_noise_floor).c_str(), t.fitted ? "" : "  (not fitted)");
     out += line;
     for (const ParameterFit& p : t.parameters) {
       const char* state = !p.fitted       ? "kept"

@@ -78,7 +78,21 @@ struct FitOptions {
   // The source fitted parameters get: kMeasured for rows this project measured, kPublished for
   // rows read from published data (calib/published_rows.h).
   ParameterSource fitted_source = ParameterSource::kMeasured;
+  // Every timed repetition of each row, or empty: one entry per row (rows.size() entries), each of
+  // 2 or more timings of which the row is the median by total (hw::MedianByTotal), as
+  // calib/harness.h measures them. With them the report gives the hold-out noise floor of each
+  // term and of the step (TermFit::holdout_noise_floor): the hold-out MAPE that a model pricing
+  // every row's true median exactly would still show. Estimated by bootstrap: per row, the mean
+  // over kNoiseFloorResamples resamples (with replacement, a fixed seed per row) of its
+  // repetitions of |the resample's median by total / the row's − 1| for the term (decode
+  // attention with kv_reuse), averaged over the term's held-out rows. A median of 5 noisy
+  // repetitions is itself that far from the machine's mean, so no model beats it on average. An
+  // estimate: simulated with 5 repetitions it reads 0.92x the true floor for normal noise and
+  // 1.47x when 1 repetition in 10 is slowed by an exponential tail (calib/README.md).
+  std::span<const std::vector<StepTiming>> repetitions = {};
 };
+
+inline constexpr uint32_t kNoiseFloorResamples = 256;
 
 // Whether row `index` is held out under `holdout_every` (see FitOptions).
 [[nodiscard]] bool IsHoldoutRow(size_t index, uint32_t holdout_every);
@@ -104,6 +118,8 @@ struct TermFit {
   std::optional<double> holdout_mape;
   // With a clamp: the fit MAPE the unclamped optimum had (the price of staying in range).
   std::optional<double> unclamped_fit_mape;
+  // With FitOptions::repetitions and held-out rows: the MAPE a perfect model would show on them.
+  std::optional<double> holdout_noise_floor;
   std::string summary;  // one line: what was fitted, what was not and why
 };
 
@@ -119,10 +135,12 @@ struct CalibrationFit {
   size_t holdout_rows = 0;
   double fit_mape = 0;  // |Price(shape).total_ns − measured.total_ns| / measured.total_ns, mean
   std::optional<double> holdout_mape;
+  std::optional<double> holdout_noise_floor;  // of the step total (see TermFit)
 };
 
 // Fits `base` to `rows` (see the file comment). Throws std::invalid_argument for bad options
-// (holdout_every == 1, an unknown or never-fitted name in `hold`), no rows with a positive
+// (holdout_every == 1, an unknown or never-fitted name in `hold`, repetitions that are not one
+// entry of 2+ timings per row), no rows with a positive
 // measured total or term, a row with a negative or non-finite field, or a base profile whose
 // peaks are not positive.
 [[nodiscard]] CalibrationFit FitProfile(const DeviceProfile& base, const ModelConfig& model,

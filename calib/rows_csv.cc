@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "calib/fit.h"
+#include "hw/interleaved_passes.h"
 #include "base/input_error.h"
 #include "base/input_text.h"
 
@@ -206,6 +207,123 @@ std::vector<LabeledRow> ParseRowsCsv(std::string_view text, const std::string& d
   }
   problems.ThrowIfAny();
   return rows;
+}
+
+std::vector<std::vector<StepTiming>> ParsePassesCsv(std::string_view text,
+                                                    const std::string& display_name,
+                                                    std::span<const LabeledRow> rows) {
+  CappedInputProblems problems(display_name);
+  const std::vector<std::string_view> lines = SplitLines(text);
+  if (lines.empty()) throw InputError(display_name, 1, "", "empty: expected a header line");
+  const std::optional<std::vector<std::string>> header = SplitCsvCells(lines[0]);
+  if (!header) throw InputError(display_name, 1, "", "unterminated quote in the header");
+  std::vector<std::string> expected = {"label", "pass"};
+  for (size_t t = 0; t < kNumStepTerms; ++t) expected.push_back(MeasuredColumn(t));
+  expected.emplace_back("measured_total_ns");
+  if (*header != expected) {
+    std::string list;
+    for (const std::string& name : expected) list += (list.empty() ? "" : ",") + name;
+    throw InputError(display_name, 1, "", "expected the header " + list);
+  }
+
+  std::vector<std::vector<StepTiming>> repetitions(rows.size());
+  size_t row = 0;             // the row the current line belongs to
+  uint32_t expected_pass = 1;  // the pass the next line of that row must have
+  uint32_t last_line = 1;
+  // Closes row `row` (its lines are all read): 2+ passes, and its median is the row's timing.
+  auto close_row = [&](uint32_t line) {
+    const std::vector<StepTiming>& reps = repetitions[row];
+    if (reps.size() < 2) {
+      problems.Add(line, "pass",
+                   "row " + std::to_string(row + 1) + " ('" + rows[row].label + "') has " +
+                       std::to_string(reps.size()) + " pass(es); a noise floor needs 2 or more");
+    } else if (const int64_t median = hw::MedianByTotal(reps).total_ns;
+               median != rows[row].step.measured.total_ns) {
+      problems.Add(line, "measured_total_ns",
+                   "the median pass of row " + std::to_string(row + 1) + " ('" + rows[row].label +
+                       "') took " + std::to_string(median) + " ns, the rows file says " +
+                       std::to_string(rows[row].step.measured.total_ns) +
+                       " ns: the files are not of the same calibration");
+    }
+  };
+  for (size_t n = 1; n < lines.size() && problems.empty(); ++n) {
+    const auto line = static_cast<uint32_t>(n + 1);
+    if (lines[n].find_first_not_of(" \t") == std::string_view::npos) continue;
+    last_line = line;
+    const std::optional<std::vector<std::string>> cells = SplitCsvCells(lines[n]);
+    if (!cells || cells->size() != expected.size()) {
+      problems.Add(line, "", cells ? std::to_string(cells->size()) + " cells, the header has " +
+                                         std::to_string(expected.size())
+                                   : std::string("unterminated quote"));
+      continue;
+    }
+    uint32_t pass = 0;
+    const std::string& pass_cell = (*cells)[1];
+    const auto [pass_end, pass_ec] =
+        std::from_chars(pass_cell.data(), pass_cell.data() + pass_cell.size(), pass);
+    if (pass_ec != std::errc() || pass_end != pass_cell.data() + pass_cell.size() || pass == 0) {
+      problems.Add(line, "pass", "expected a pass number >= 1, got '" + pass_cell + "'");
+      continue;
+    }
+    if (pass == 1 && expected_pass > 1) {  // the next row starts
+      close_row(line);
+      ++row;
+      expected_pass = 1;
+    }
+    if (row >= rows.size()) {
+      problems.Add(line, "label", "more rows than the rows file's " + std::to_string(rows.size()));
+      continue;
+    }
+    if (pass != expected_pass) {
+      problems.Add(line, "pass", "expected pass " + std::to_string(expected_pass) + " of row " +
+                                     std::to_string(row + 1) + ", got " + pass_cell);
+      continue;
+    }
+    if ((*cells)[0] != rows[row].label) {
+      problems.Add(line, "label", "row " + std::to_string(row + 1) + " of the rows file is '" +
+                                      rows[row].label + "', this line's is '" + (*cells)[0] + "'");
+      continue;
+    }
+    StepTiming timing;
+    bool ok = true;
+    for (size_t c = 2; c < expected.size(); ++c) {
+      const std::string& cell = (*cells)[c];
+      int64_t value = 0;
+      const auto [end, ec] = std::from_chars(cell.data(), cell.data() + cell.size(), value);
+      if (ec != std::errc() || end != cell.data() + cell.size() || value < 0) {
+        problems.Add(line, expected[c], "expected whole nanoseconds >= 0, got '" + cell + "'");
+        ok = false;
+        continue;
+      }
+      if (c + 1 < expected.size()) {
+        timing.term_ns[c - 2] = value;
+      } else {
+        timing.total_ns = value;
+      }
+    }
+    if (!ok) continue;
+    repetitions[row].push_back(timing);
+    ++expected_pass;
+  }
+  if (problems.empty()) {
+    if (expected_pass == 1) {
+      problems.Add(last_line, "", "no passes after the header");
+    } else {
+      close_row(last_line);
+      if (row + 1 < rows.size()) {
+        problems.Add(last_line, "label",
+                     "passes for " + std::to_string(row + 1) + " rows, the rows file has " +
+                         std::to_string(rows.size()));
+      }
+    }
+  }
+  problems.ThrowIfAny();
+  return repetitions;
+}
+
+std::vector<std::vector<StepTiming>> LoadPassesCsv(const std::string& path,
+                                                   std::span<const LabeledRow> rows) {
+  return ParsePassesCsv(ReadTextFile(path, "calibration passes"), path, rows);
 }
 
 std::vector<LabeledRow> LoadRowsCsv(const std::string& path) {

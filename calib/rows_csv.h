@@ -47,9 +47,22 @@ struct LabeledRow {
 // PROFILE-passes.csv, beside the rows: every timed repetition of every row in pass order, one
 // line each (label, pass from 1, the measured_<term>_ns columns, measured_total_ns), so that what
 // a row's median hides shows: a pass in which the machine ran slower, a row slow in every pass.
-// Diagnostic output: nothing in feather reads it. `labels` and `repetitions` have the same length.
+// `calibrate --refit` reads it back beside the rows (ParsePassesCsv) for the hold-out noise floor.
+// `labels` and `repetitions` have the same length.
 [[nodiscard]] std::string PassesToCsv(std::span<const std::string> labels,
                                       std::span<const std::vector<StepTiming>> repetitions);
+
+// Reads PROFILE-passes.csv back as the repetitions of `rows`, the rows file of the same
+// calibration: the file's lines run row by row in `rows` order, each row's passes 1, 2, … in
+// order, with the row's label. Entry i holds row i's timings in pass order. Checks that the two
+// files belong together (the same labels in the same order, every row 2 or more passes, the
+// median repetition by total being the row's total); every problem is FILE:LINE: COLUMN: message
+// (InputError) naming the passes file. `refit` uses it for the hold-out noise floor (fit.h
+// FitOptions::repetitions).
+[[nodiscard]] std::vector<std::vector<StepTiming>> ParsePassesCsv(
+    std::string_view text, const std::string& display_name, std::span<const LabeledRow> rows);
+[[nodiscard]] std::vector<std::vector<StepTiming>> LoadPassesCsv(const std::string& path,
+                                                                 std::span<const LabeledRow> rows);
 
 // Parses rows written by RowsToCsv; `display_name` names the file in messages.
 [[nodiscard]] std::vector<LabeledRow> ParseRowsCsv(std::string_view text,

@@ -233,6 +233,9 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
   calib::FitOptions fit_options;
   fit_options.hold = options.hold;
   fit_options.rows_label = RowsPathOf(out_path).filename().string();
+  std::vector<std::vector<StepTiming>> repetition_timings;  // for the hold-out noise floor
+  for (const calib::StepMeasurement& m : measurements) repetition_timings.push_back(m.repetitions);
+  fit_options.repetitions = repetition_timings;
   calib::CalibrationFit fit = FitProfile(base, model, rows, fit_options);
   fit.profile.step_noise = calib::StepNoiseOf(
       measurements, "repetitions of the " + std::to_string(rows.size()) +
@@ -361,16 +364,35 @@ int Refit(const CalibrateCommandOptions& options, std::ostream& out) {
   std::vector<MeasuredStep> rows;
   std::vector<calib::PublishedTermRow> vidur, decode;
   std::vector<calib::RatioRow> ratios;
+  std::vector<std::vector<StepTiming>> repetitions;     // of the calibration rows, in order
+  std::vector<std::string> passes_used, passes_missing;  // their passes files
   std::string rows_label;
   for (const std::string& path : options.refit_rows) {
     const std::string text = ReadTextFile(path, "rows file");
     switch (calib::DetectRowsFileKind(text, path)) {
-      case calib::RowsFileKind::kCalibrationRows:
-        for (calib::LabeledRow& row : calib::ParseRowsCsv(text, path)) {
+      case calib::RowsFileKind::kCalibrationRows: {
+        std::vector<calib::LabeledRow> parsed = calib::ParseRowsCsv(text, path);
+        // X-passes.csv beside X-rows.csv: every repetition, for the hold-out noise floor.
+        const fs::path rows_path(path);
+        std::string stem = rows_path.stem().string();
+        const fs::path passes =
+            stem.ends_with("-rows")
+                ? rows_path.parent_path() / (stem.substr(0, stem.size() - 5) + "-passes.csv")
+                : fs::path();
+        if (!passes.empty() && fs::is_regular_file(passes)) {
+          for (std::vector<StepTiming>& reps : calib::LoadPassesCsv(passes.string(), parsed)) {
+            repetitions.push_back(std::move(reps));
+          }
+          passes_used.push_back(passes.string());
+        } else {
+          passes_missing.push_back(passes.empty() ? path : passes.string());
+        }
+        for (calib::LabeledRow& row : parsed) {
           labels.push_back(std::move(row.label));
           rows.push_back(row.step);
         }
         break;
+      }
       case calib::RowsFileKind::kVidurMlp: {
         std::string device = "unknown";
         for (const fs::path& part : fs::path(path)) {
@@ -443,6 +465,13 @@ int Refit(const CalibrateCommandOptions& options, std::ostream& out) {
   calib::FitOptions fit_options;
   fit_options.hold = options.hold;
   fit_options.rows_label = rows_label + " (refit, base " + base_text.display_name + ")";
+  if (!passes_used.empty() && passes_missing.empty()) {
+    fit_options.repetitions = repetitions;
+    for (const std::string& p : passes_used) out << "repetitions for the noise floor: " << p << '\n';
+  } else if (!passes_missing.empty() && vidur.empty() && decode.empty()) {
+    out << "no hold-out noise floor: no " << passes_missing.front()
+        << " (the repetitions a live calibration writes beside its rows)\n";
+  }
   if (published) fit_options.fitted_source = ParameterSource::kPublished;
   if (!options.fit_ratios.empty() && ratios.empty()) {
     throw std::invalid_argument("--fit-ratios needs ratio rows among the --refit files");

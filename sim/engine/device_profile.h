@@ -81,13 +81,18 @@ struct ProfileMeasuredOn {
 
 // The `fit` section: how well the calibrated parameters reproduce the measured steps. MAPEs are
 // fractions (0.02 = 2%): mean |predicted − measured| / measured over the rows. The holdout MAPE
-// is present exactly when holdout rows are (rows the fit did not see).
+// is present exactly when holdout rows are (rows the fit did not see). holdout_noise_floor, where
+// the calibration kept every repetition of its rows: the holdout MAPE a model that priced each
+// row's true median exactly would still show, since each row is the median of a few noisy
+// repetitions (calib/fit.h FitOptions::repetitions says how it is estimated). A holdout MAPE
+// near it is the machine's noise; one well above it is the model's.
 struct ProfileTermFit {
   std::string term;  // StepTermName: gemm | decode_attention | cascade_prefix | ...
   double mape = 0;   // on the rows the term was fitted on
   std::optional<double> holdout_mape;
   uint64_t rows = 0;  // fit rows that informed the term
   uint64_t holdout_rows = 0;
+  std::optional<double> holdout_noise_floor;  // only with holdout_mape
   friend bool operator==(const ProfileTermFit&, const ProfileTermFit&) = default;
 };
 struct ProfileFit {
@@ -95,6 +100,7 @@ struct ProfileFit {
   std::optional<double> holdout_mape;
   uint64_t fit_rows = 0;
   uint64_t holdout_rows = 0;
+  std::optional<double> holdout_noise_floor;  // only with holdout_mape
   std::vector<ProfileTermFit> terms;  // the terms that had rows, in StepTerm order
   friend bool operator==(const ProfileFit&, const ProfileFit&) = default;
 };

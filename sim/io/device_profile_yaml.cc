@@ -166,10 +166,24 @@ void ReadHoldoutMape(MapReader& reader, int64_t holdout_rows, std::optional<doub
   if (value >= 0) out = value;
 }
 
+// `holdout_noise_floor` is optional, and only where a holdout error is.
+void ReadHoldoutNoiseFloor(MapReader& reader, int64_t holdout_rows, std::optional<double>& out) {
+  const YAML::Node node = reader.Value("holdout_noise_floor");
+  if (!node.IsDefined() || node.IsNull()) return;
+  if (holdout_rows == 0) {
+    reader.Add(node, "holdout_noise_floor", "must be absent when holdout_rows is 0");
+    return;
+  }
+  double value = -1;
+  reader.Real("holdout_noise_floor", value, 0, kMaxMape);
+  if (value >= 0) out = value;
+}
+
 // Reads `<rows_key>` (>= min_rows) and `holdout_rows`, then `<mape_key>` and `holdout_mape`.
 void ReadRowsAndMapes(MapReader& reader, const std::string& rows_key, int64_t min_rows,
                       uint64_t& rows, uint64_t& holdout_rows, const std::string& mape_key,
-                      double& mape, std::optional<double>& holdout_mape) {
+                      double& mape, std::optional<double>& holdout_mape,
+                      std::optional<double>& holdout_noise_floor) {
   int64_t count = -1;
   reader.Integer(rows_key, count, min_rows, kMaxRows, true);
   if (count >= 0) rows = static_cast<uint64_t>(count);
@@ -178,6 +192,7 @@ void ReadRowsAndMapes(MapReader& reader, const std::string& rows_key, int64_t mi
   if (held >= 0) holdout_rows = static_cast<uint64_t>(held);
   reader.Real(mape_key, mape, 0, kMaxMape, false, true);
   ReadHoldoutMape(reader, held, holdout_mape);
+  ReadHoldoutNoiseFloor(reader, held, holdout_noise_floor);
 }
 
 void ReadFit(MapReader& root, DeviceProfile& profile) {
@@ -187,7 +202,7 @@ void ReadFit(MapReader& root, DeviceProfile& profile) {
   MapReader reader(root.problems(), *node, "fit");
   // fit_rows may be 0: a refit on published term rows (calib/published_rows.h) has no whole step.
   ReadRowsAndMapes(reader, "fit_rows", 0, fit.fit_rows, fit.holdout_rows, "fit_mape", fit.fit_mape,
-                   fit.holdout_mape);
+                   fit.holdout_mape, fit.holdout_noise_floor);
   // `terms: {}` (nothing fitted) is a valid, empty map; Child() would read it as absent.
   const YAML::Node terms = reader.Value("terms", true);
   if (terms.IsDefined() && !terms.IsNull() && !terms.IsMap()) {
@@ -202,7 +217,8 @@ void ReadFit(MapReader& root, DeviceProfile& profile) {
       ProfileTermFit t;
       t.term = key;
       MapReader entry(root.problems(), *term, term_reader.Join(key));
-      ReadRowsAndMapes(entry, "rows", 1, t.rows, t.holdout_rows, "mape", t.mape, t.holdout_mape);
+      ReadRowsAndMapes(entry, "rows", 1, t.rows, t.holdout_rows, "mape", t.mape, t.holdout_mape,
+                       t.holdout_noise_floor);
       fit.terms.push_back(std::move(t));
     }
   }
@@ -293,11 +309,15 @@ std::string Quote(std::string_view text) {
 
 void WriteRowsAndMapes(std::string& out, const std::string& indent, const std::string& rows_key,
                        uint64_t rows, uint64_t holdout_rows, const std::string& mape_key,
-                       double mape, const std::optional<double>& holdout_mape) {
+                       double mape, const std::optional<double>& holdout_mape,
+                       const std::optional<double>& holdout_noise_floor) {
   out += indent + rows_key + ": " + std::to_string(rows) + "\n";
   out += indent + "holdout_rows: " + std::to_string(holdout_rows) + "\n";
   out += indent + mape_key + ": " + ExactNumber(mape) + "\n";
   if (holdout_mape) out += indent + "holdout_mape: " + ExactNumber(*holdout_mape) + "\n";
+  if (holdout_noise_floor) {
+    out += indent + "holdout_noise_floor: " + ExactNumber(*holdout_noise_floor) + "\n";
+  }
 }
 
 }  // namespace
@@ -404,12 +424,12 @@ std::string DeviceProfileToYaml(const DeviceProfile& profile) {
   if (const std::optional<ProfileFit>& fit = profile.fit) {
     out += "fit:\n";
     WriteRowsAndMapes(out, "  ", "fit_rows", fit->fit_rows, fit->holdout_rows, "fit_mape",
-                      fit->fit_mape, fit->holdout_mape);
+                      fit->fit_mape, fit->holdout_mape, fit->holdout_noise_floor);
     out += fit->terms.empty() ? "  terms: {}\n" : "  terms:\n";
     for (const ProfileTermFit& t : fit->terms) {
       out += "    " + t.term + ":\n";
       WriteRowsAndMapes(out, "      ", "rows", t.rows, t.holdout_rows, "mape", t.mape,
-                        t.holdout_mape);
+                        t.holdout_mape, t.holdout_noise_floor);
     }
   }
   if (const std::optional<ProfileStepNoise>& noise = profile.step_noise) {

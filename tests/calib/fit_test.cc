@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <limits>
 #include <stdexcept>
@@ -112,6 +114,69 @@ TEST(CalibrationFit, RecoversAPrefillQueryFixedCost) {
   EXPECT_LT(FitProfile(PerturbedBase(), model, MakeRows(TruthProfile(), model, RowMix{}))
                 .profile.prefill_query_fixed_ns,
             10);
+}
+
+// The hold-out noise floor against a brute-force reference: every row's 5 repetitions are the
+// row scaled by the same 5 factors, so every row's floor is the exact expectation over all 5^5
+// resamples of |median by total / row − 1|, which the bootstrap (256 resamples a row, averaged
+// over the held-out rows) must meet. Identical repetitions give 0; rows without repetitions no
+// floor; repetitions that do not match the rows are refused.
+TEST(CalibrationFit, HoldoutNoiseFloorMatchesTheExactExpectation) {
+  const ModelConfig model = TinyModel();
+  const std::vector<MeasuredStep> rows = MakeRows(TruthProfile(), model, RowMix{});
+  const std::array<double, 5> factors = {0.9, 0.97, 1.0, 1.04, 1.2};
+  auto scaled = [](const StepTiming& t, double f) {
+    StepTiming s = t;
+    s.total_ns = 0;
+    for (int64_t& ns : s.term_ns) {
+      ns = std::llround(static_cast<double>(ns) * f);
+      s.total_ns += ns;
+    }
+    return s;
+  };
+  std::vector<std::vector<StepTiming>> reps;
+  for (const MeasuredStep& row : rows) {
+    std::vector<StepTiming> r;
+    for (const double f : factors) r.push_back(scaled(row.measured, f));
+    reps.push_back(r);
+  }
+  double exact = 0;  // E|median of a 5-resample / 1 − 1|
+  for (int code = 0; code < 3125; ++code) {
+    std::array<double, 5> pick{};
+    for (int k = 0, c = code; k < 5; ++k, c /= 5) pick[k] = factors[c % 5];
+    std::sort(pick.begin(), pick.end());
+    exact += std::abs(pick[2] - 1) / 3125;
+  }
+  FitOptions options;
+  options.repetitions = reps;
+  const CalibrationFit fit = FitProfile(PerturbedBase(), model, rows, options);
+  ASSERT_TRUE(fit.holdout_noise_floor.has_value());
+  EXPECT_NEAR(*fit.holdout_noise_floor, exact, 0.05 * exact);
+  for (const TermFit& t : fit.terms) {
+    SCOPED_TRACE(std::string(StepTermName(t.term)));
+    ASSERT_TRUE(t.holdout_noise_floor.has_value());
+    EXPECT_NEAR(*t.holdout_noise_floor, exact, 0.05 * exact);  // rounding to whole ns aside
+  }
+  ASSERT_TRUE(fit.profile.fit.has_value());
+  EXPECT_EQ(fit.profile.fit->holdout_noise_floor, fit.holdout_noise_floor);
+  EXPECT_EQ(fit.profile.fit->terms[0].holdout_noise_floor, fit.terms[0].holdout_noise_floor);
+  EXPECT_TRUE(Contains(FormatFitReport(fit), "(noise floor ")) << FormatFitReport(fit);
+  // The parameters do not depend on the repetitions.
+  EXPECT_EQ(fit.profile.gemm_bw_efficiency,
+            FitProfile(PerturbedBase(), model, rows).profile.gemm_bw_efficiency);
+
+  std::vector<std::vector<StepTiming>> same;
+  for (const MeasuredStep& row : rows) same.push_back({row.measured, row.measured, row.measured});
+  options.repetitions = same;
+  EXPECT_EQ(FitProfile(PerturbedBase(), model, rows, options).holdout_noise_floor, 0.0);
+  EXPECT_FALSE(FitProfile(PerturbedBase(), model, rows).holdout_noise_floor.has_value());
+
+  same.pop_back();
+  options.repetitions = same;
+  EXPECT_THROW((void)FitProfile(PerturbedBase(), model, rows, options), std::invalid_argument);
+  same.push_back({rows.back().measured});
+  options.repetitions = same;
+  EXPECT_THROW((void)FitProfile(PerturbedBase(), model, rows, options), std::invalid_argument);
 }
 
 // A CPU build with the skinny kernel (hw/gemm.h): steps of 2 to 8 tokens cost the weight stream

@@ -72,6 +72,89 @@ TEST(RowsCsv, PassesListEveryRepetitionInPassOrder) {
             "\"say \"\"x\"\"\",1,40,20,0,0,0,5,65\n");
 }
 
+// A passes file reads back as its rows' repetitions; the committed Zen 4 calibration's pair
+// belongs together (every row 5 passes, its median the row).
+TEST(RowsCsv, PassesReadBackAsTheRowsRepetitions) {
+  StepTiming a;
+  a.term_ns = {10, 20, 0, 0, 0, 5};
+  a.total_ns = 35;
+  StepTiming b = a;
+  b.term_ns[0] = 40;
+  b.total_ns = 65;
+  StepTiming c = a;
+  c.term_ns[0] = 30;
+  c.total_ns = 55;
+  std::vector<LabeledRow> rows(2);
+  rows[0].label = "decode B=1";
+  rows[0].step.measured = c;  // the median by total of {a, b, c}
+  rows[1].label = "say \"x\"";
+  rows[1].step.measured = a;  // of {a, a}
+  const std::vector<std::string> labels = {rows[0].label, rows[1].label};
+  const std::vector<std::vector<StepTiming>> repetitions = {{a, b, c}, {a, a}};
+  const std::vector<std::vector<StepTiming>> back =
+      ParsePassesCsv(PassesToCsv(labels, repetitions), "p.csv", rows);
+  ASSERT_EQ(back.size(), 2u);
+  ASSERT_EQ(back[0].size(), 3u);
+  EXPECT_EQ(back[0][1].term_ns, b.term_ns);
+  EXPECT_EQ(back[0][1].total_ns, b.total_ns);
+  EXPECT_EQ(back[1].size(), 2u);
+
+  const std::string dir = kSource + "/results/validation/issue-20-zen4-1201/a/";
+  const std::vector<LabeledRow> committed = LoadRowsCsv(dir + "cpu-rows.csv");
+  const std::vector<std::vector<StepTiming>> passes = LoadPassesCsv(dir + "cpu-passes.csv", committed);
+  ASSERT_EQ(passes.size(), committed.size());
+  for (const std::vector<StepTiming>& reps : passes) EXPECT_EQ(reps.size(), 5u);
+}
+
+TEST(RowsCsv, PassesOfOtherRowsAreRefusedWithLineAndColumn) {
+  StepTiming a;
+  a.term_ns = {10, 20, 0, 0, 0, 5};
+  a.total_ns = 35;
+  StepTiming b = a;
+  b.total_ns = 45;
+  std::vector<LabeledRow> rows(2);
+  rows[0].label = "r0";
+  rows[0].step.measured = a;
+  rows[1].label = "r1";
+  rows[1].step.measured = a;
+  const auto error_of = [&](const std::vector<std::string>& labels,
+                            const std::vector<std::vector<StepTiming>>& reps) -> std::string {
+    try {
+      (void)ParsePassesCsv(PassesToCsv(labels, reps), "p.csv", rows);
+    } catch (const InputError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(error_of({"r0", "r1"}, {{a, a}, {a, b, a}}), "no error");
+  EXPECT_THAT(error_of({"r0", "rX"}, {{a, a}, {a, a}}),
+              HasSubstr("p.csv:4: label: row 2 of the rows file is 'r1', this line's is 'rX'"));
+  EXPECT_THAT(error_of({"r0", "r1"}, {{a}, {a, a}}),
+              HasSubstr("p.csv:3: pass: row 1 ('r0') has 1 pass(es)"));
+  EXPECT_THAT(error_of({"r0", "r1"}, {{a, a}, {b, b}}),
+              HasSubstr("took 45 ns, the rows file says 35 ns: the files are not of the same "
+                        "calibration"));
+  EXPECT_THAT(error_of({"r0"}, {{a, a}}), HasSubstr("passes for 1 rows, the rows file has 2"));
+  EXPECT_THAT(error_of({"r0", "r1", "r2"}, {{a, a}, {a, a}, {a, a}}),
+              HasSubstr("p.csv:6: label: more rows than the rows file's 2"));
+  const std::vector<std::string> two = {"r0", "r1"};
+  const std::vector<std::vector<StepTiming>> pairs = {{a, a}, {a, a}};
+  std::string text = PassesToCsv(two, pairs);
+  text.replace(text.find(",2,"), 3, ",3,");
+  try {
+    (void)ParsePassesCsv(text, "p.csv", rows);
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("p.csv:3: pass: expected pass 2 of row 1, got 3"));
+  }
+  try {
+    (void)ParsePassesCsv("label,pass\n", "p.csv", rows);
+    ADD_FAILURE() << "no error";
+  } catch (const InputError& e) {
+    EXPECT_THAT(e.what(), HasSubstr("p.csv:1: expected the header label,pass,measured_gemm_ns"));
+  }
+}
+
 // The refit of the committed rows on the committed profile reaches the errors the live
 // calibration recorded (same rows, same split; the fit starts from the fitted values, so the
 // optimum may move a little, never the error by much).

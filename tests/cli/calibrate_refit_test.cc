@@ -77,6 +77,48 @@ TEST_F(CalibrateRefitTest, HoldKeepsTheBaseValueAndBadNamesExit2) {
   EXPECT_FALSE(fs::exists(dir_ / "bad.yaml"));
 }
 
+// X-passes.csv beside X-rows.csv gives the refit its hold-out noise floor; a passes file of
+// other rows exits 2 naming it, and writes nothing; rows without one say there is no floor.
+TEST_F(CalibrateRefitTest, PassesBesideTheRowsGiveTheNoiseFloor) {
+  const std::string dir = std::string(FEATHER_SOURCE_DIR) + "/results/validation/issue-20-zen4-1201/a/";
+  fs::copy_file(dir + "cpu-rows.csv", dir_ / "x-rows.csv");
+  fs::copy_file(dir + "cpu-passes.csv", dir_ / "x-passes.csv");
+  const fs::path out = dir_ / "floor.yaml";
+  const RunResult run = RunFeather({"calibrate", "--refit", (dir_ / "x-rows.csv").string(),
+                                    "--base", dir + "cpu.yaml", "--out", out.string()});
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  EXPECT_THAT(run.out, HasSubstr("repetitions for the noise floor: "));
+  EXPECT_THAT(run.out, HasSubstr("(noise floor "));
+  const DeviceProfile profile = LoadDeviceProfile(out.string());
+  ASSERT_TRUE(profile.fit && profile.fit->holdout_noise_floor);
+  EXPECT_GT(*profile.fit->holdout_noise_floor, 0);
+  EXPECT_LT(*profile.fit->holdout_noise_floor, *profile.fit->holdout_mape);
+
+  // The first row's five passes (lines 2-6) three times as long: their median is not the row's.
+  std::string passes = ReadFile(dir_ / "x-passes.csv");
+  size_t line = passes.find('\n') + 1;
+  for (int pass = 0; pass < 5; ++pass) {
+    const size_t end = passes.find('\n', line);
+    const size_t comma = passes.rfind(',', end);
+    const std::string tripled =
+        std::to_string(std::stoll(passes.substr(comma + 1, end - comma - 1)) * 3);
+    passes.replace(comma + 1, end - comma - 1, tripled);
+    line = passes.find('\n', line) + 1;
+  }
+  test::WriteFile(dir_ / "x-passes.csv", passes);
+  const fs::path bad_out = dir_ / "bad.yaml";
+  const RunResult bad = RunFeather({"calibrate", "--refit", (dir_ / "x-rows.csv").string(),
+                                    "--base", dir + "cpu.yaml", "--out", bad_out.string()});
+  EXPECT_EQ(bad.exit_code, 2) << bad.out;
+  EXPECT_THAT(bad.err, HasSubstr("x-passes.csv:"));
+  EXPECT_THAT(bad.err, HasSubstr("the files are not of the same calibration"));
+  EXPECT_FALSE(fs::exists(bad_out));
+
+  const RunResult none = RunFeather({"calibrate", "--refit", kRows, "--out", (dir_ / "n.yaml").string()});
+  ASSERT_EQ(none.exit_code, 0) << none.err;
+  EXPECT_THAT(none.out, HasSubstr("no hold-out noise floor: no "));
+}
+
 TEST_F(CalibrateRefitTest, UsageErrors) {
   const RunResult no_out = RunFeather({"calibrate", "--refit", kRows});
   EXPECT_EQ(no_out.exit_code, 2);

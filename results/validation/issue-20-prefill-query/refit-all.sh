@@ -12,8 +12,8 @@ for d in results/validation/issue-20-fresh-vm results/validation/issue-20-host-p
     out=$out_dir/refit-$(basename $d)-$mode.yaml
     log=$($bin calibrate --refit $d/cpu-rows.csv --base $d/cpu.yaml "${args[@]}" --out $out 2>&1)
     total=$(grep -o "holdout rows, MAPE [0-9.]*%" <<<"$log" | head -1 | grep -o "[0-9.]*%")
-    pre=$(grep "^prefill_attention" <<<"$log" | awk '{print $NF}')
-    gemm=$(grep "^gemm " <<<"$log" | awk '{print $NF}')
+    pre=$(grep "^prefill_attention" <<<"$log" | grep -o "holdout *[0-9.]*%" | grep -o "[0-9.]*%")
+    gemm=$(grep "^gemm " <<<"$log" | grep -o "holdout *[0-9.]*%" | grep -o "[0-9.]*%")
     q=$(grep "prefill_query_fixed_ns" <<<"$log" | awk '{print $3}' | head -1)
     e=$(grep "  attn_flops_efficiency" <<<"$log" | awk '{print $3}' | head -1)
     printf "%-28s %-7s %9s %9s %9s %12s %8s\n" $(basename $d) $mode "$total" "$pre" "$gemm" "$q" "$e"

@@ -318,9 +318,10 @@ DeviceProfile SmallWrittenProfile() {
   fit.holdout_mape = 0.02;
   fit.fit_rows = 400;
   fit.holdout_rows = 100;
-  fit.terms = {{"gemm", 0.01, 0.011, 400, 100},
-               {"cascade_prefix", 0.05, std::nullopt, 3, 0},
-               {"overhead", 0.1, 0.2, 400, 100}};
+  fit.holdout_noise_floor = 0.0078125;
+  fit.terms = {{"gemm", 0.01, 0.011, 400, 100, 0.00390625},
+               {"cascade_prefix", 0.05, std::nullopt, 3, 0, std::nullopt},
+               {"overhead", 0.1, 0.2, 400, 100, std::nullopt}};
   p.fit = fit;
   ProfileStepNoise noise;
   noise.note = "repetitions of 3 steps";
@@ -467,6 +468,19 @@ TEST(DeviceProfileWriter, FitErrorsNameLineAndKey) {
   EXPECT_TRUE(Has(problems, LineOfText(text, "kv_reuse"), "fit.terms.kv_reuse", "unknown key"))
       << all;
   EXPECT_EQ(problems.size(), 4u) << all;
+
+  // So is a noise floor there; and one out of range elsewhere is named.
+  std::string floors = GoldenWith("      holdout_rows: 0\n",
+                                  "      holdout_rows: 0\n      holdout_noise_floor: 0.01\n");
+  floors = Replaced(floors, "  holdout_noise_floor: 0.0078125", "  holdout_noise_floor: -1");
+  const auto floor_problems = ProblemsOf([&] { (void)ParseDeviceProfile(floors, "f.yaml"); });
+  EXPECT_TRUE(Has(floor_problems, LineOfText(floors, "holdout_noise_floor: 0.01"),
+                  "fit.terms.cascade_prefix.holdout_noise_floor", "must be absent"))
+      << Render(floor_problems);
+  EXPECT_TRUE(Has(floor_problems, LineOfText(floors, "holdout_noise_floor: -1"),
+                  "fit.holdout_noise_floor", "out of range"))
+      << Render(floor_problems);
+  EXPECT_EQ(floor_problems.size(), 2u) << Render(floor_problems);
 
   // holdout_mape is required when there are holdout rows.
   const std::string no_holdout_mape = GoldenWith("  holdout_mape: 0.02\n", "");
