@@ -149,6 +149,7 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
   out << "probing bandwidth and GEMM peak (" << threads << " threads)...\n" << std::flush;
   calib::Probes probes =
       calib::RunProbes(threads, backend, host.caches.l3_bytes, model.StepWeightBytes());
+  const double dram_first = probes.dram.bytes_per_s;  // the slowest read is kept too
   ThrowIfInterrupted();
   out << "  DRAM read " << probes.dram.bytes_per_s / 1e9 << " GB/s, LLC read "
       << probes.llc.bytes_per_s / 1e9 << " GB/s, weights (" << (probes.weights.array_bytes >> 20)
@@ -225,6 +226,10 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
   measured_on.usable_cpus = host.usable_cpus;
   measured_on.l3_cache_bytes = host.caches.l3_bytes;
   measured_on.read_bw_bytes_per_s = probes.dram.bytes_per_s;
+  measured_on.read_bw_low_bytes_per_s = dram_first;
+  for (const double read : probes.dram_between_passes) {
+    measured_on.read_bw_low_bytes_per_s = std::min(measured_on.read_bw_low_bytes_per_s, read);
+  }
   measured_on.probes = "full";  // also with --quick (calib::RunProbes says why)
   measured_on.decode_prefetch_bytes = tuning.best_bytes;
   measured_on.gemm_weights = packed ? "packed" : "row-major";

@@ -65,7 +65,7 @@ HostIdentity IdentityOf(const HostInfo& host, double read_bw_bytes_per_s,
 HostIdentity IdentityOf(const ProfileMeasuredOn& m, double gemm_peak_flops_per_s) {
   return {m.cpu_model,           m.usable_cpus,   m.l3_cache_bytes,
           m.read_bw_bytes_per_s, m.cpu_signature, KernelsOfVariant(m.kernel_variant),
-          gemm_peak_flops_per_s};
+          gemm_peak_flops_per_s, m.read_bw_low_bytes_per_s};
 }
 
 std::string DescribeHost(const HostIdentity& h) {
@@ -77,8 +77,13 @@ std::string DescribeHost(const HostIdentity& h) {
     text += ", kernels " + kernels;
   }
   if (h.read_bw_bytes_per_s > 0) {
-    char bw[32];
-    std::snprintf(bw, sizeof bw, "%.1f", h.read_bw_bytes_per_s * 1e-9);
+    char bw[64];
+    if (h.read_bw_low_bytes_per_s > 0 && h.read_bw_low_bytes_per_s < h.read_bw_bytes_per_s) {
+      std::snprintf(bw, sizeof bw, "%.1f-%.1f", h.read_bw_low_bytes_per_s * 1e-9,
+                    h.read_bw_bytes_per_s * 1e-9);
+    } else {
+      std::snprintf(bw, sizeof bw, "%.1f", h.read_bw_bytes_per_s * 1e-9);
+    }
     text += std::string(", DRAM read ") + bw + " GB/s";
   }
   if (h.gemm_peak_flops_per_s > 0) {
@@ -113,7 +118,13 @@ std::optional<std::string> ForeignHostDifference(const HostIdentity& profile,
             kL3Tolerance)) {
     differences.emplace_back("L3 size");
   }
-  if (Apart(profile.read_bw_bytes_per_s, host.read_bw_bytes_per_s, kReadBandwidthTolerance)) {
+  // The profile's range of reads (one figure without read_bw_low_bytes_per_s): inside it is the
+  // same host; outside, the nearer end is compared.
+  const double low = profile.read_bw_low_bytes_per_s > 0
+                         ? std::min(profile.read_bw_low_bytes_per_s, profile.read_bw_bytes_per_s)
+                         : profile.read_bw_bytes_per_s;
+  const double nearest = std::clamp(host.read_bw_bytes_per_s, low, profile.read_bw_bytes_per_s);
+  if (Apart(nearest, host.read_bw_bytes_per_s, kReadBandwidthTolerance)) {
     differences.emplace_back("DRAM read bandwidth (over " +
                              std::to_string(static_cast<int>(kReadBandwidthTolerance * 100 + 0.5)) +
                              " % apart)");

@@ -15,7 +15,11 @@
 //   l3_cache_bytes             more than 10 % apart;
 //   read_bw_bytes_per_s        more than kReadBandwidthTolerance (40 %) of the larger apart, when
 //                              this host was probed (VMs of one family, same name and cores,
-//                              have differed 1.8x here; one VM drifts by up to a third);
+//                              have differed 1.8x here; one VM drifts by up to a third); for a
+//                              profile that recorded the range its probe moved in during
+//                              calibration (read_bw_low_bytes_per_s to read_bw_bytes_per_s), a
+//                              read inside the range is the same host, and one outside is
+//                              compared with the range's nearer end;
 //   gemm_peak_flops_per_s      more than kGemmPeakTolerance (50 %) of the larger apart, when
 //                              this host was probed.
 // A fact either side lacks (0 or empty: profiles written before these fields, a run that does not
@@ -64,6 +68,9 @@ struct HostIdentity {
   std::string cpu_signature = {};  // "AuthenticAMD family 25 model 17"; empty: not recorded
   KernelIds kernels = {};
   double gemm_peak_flops_per_s = 0;  // 0: not probed
+  // A profile's slowest DRAM read at calibration (measured_on.read_bw_low_bytes_per_s), with
+  // read_bw_bytes_per_s its fastest; 0: one figure (a host's probe, an older profile).
+  double read_bw_low_bytes_per_s = 0;
 };
 
 // The kernels a CPU calibration ran, from measured_on.kernel_variant ("avx2+fma, openmp 2

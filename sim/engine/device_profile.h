@@ -76,6 +76,14 @@ struct ProfileMeasuredOn {
   // like) or "interleaved" (after the previous grid point). Empty = not recorded (profiles
   // before 2026-11-29): interleaved. validate's step probe times its steps the same way.
   std::string row_order = {};
+  // The slowest DRAM read probe calibration took (before its grid and after each timed pass),
+  // beside read_bw_bytes_per_s, the fastest: the range one machine's probe moved in within one
+  // calibration. A shared VM's moved x0.57-1.0 within five minutes here (2026-12-04,
+  // results/validation/issue-20-zen4-1204), as far apart as two different VMs of one family, so
+  // the foreign-host check (hw/foreign_host.h) asks whether this host's read lies near the
+  // range, not near its top. 0 = not recorded (profiles before 2026-12-04): the range is
+  // read_bw_bytes_per_s alone.
+  double read_bw_low_bytes_per_s = 0;
   friend bool operator==(const ProfileMeasuredOn&, const ProfileMeasuredOn&) = default;
 };
 

@@ -134,6 +134,12 @@ void ReadMeasuredOn(MapReader& root, DeviceProfile& profile) {
   reader.String("cpu_signature", m.cpu_signature);
   reader.Integer("l3_cache_bytes", m.l3_cache_bytes, 1, int64_t{1} << 50);
   reader.Real("read_bw_bytes_per_s", m.read_bw_bytes_per_s, 0, 1e15, true);
+  reader.Real("read_bw_low_bytes_per_s", m.read_bw_low_bytes_per_s, 0, 1e15, true);
+  if (m.read_bw_low_bytes_per_s > 0 && m.read_bw_bytes_per_s > 0 &&
+      m.read_bw_low_bytes_per_s > m.read_bw_bytes_per_s) {
+    reader.Add(reader.Value("read_bw_low_bytes_per_s"), "read_bw_low_bytes_per_s",
+               "the slowest read is above the fastest (read_bw_bytes_per_s)");
+  }
   reader.String("probes", m.probes);
   reader.Integer("decode_prefetch_bytes", m.decode_prefetch_bytes, 1, int64_t{1} << 30);
   reader.String("gemm_weights", m.gemm_weights);
@@ -413,6 +419,9 @@ std::string DeviceProfileToYaml(const DeviceProfile& profile) {
     }
     if (m->read_bw_bytes_per_s > 0) {
       out += "  read_bw_bytes_per_s: " + FormatNumber(m->read_bw_bytes_per_s) + "\n";
+    }
+    if (m->read_bw_low_bytes_per_s > 0) {
+      out += "  read_bw_low_bytes_per_s: " + FormatNumber(m->read_bw_low_bytes_per_s) + "\n";
     }
     if (!m->probes.empty()) out += "  probes: " + m->probes + "\n";
     if (m->decode_prefetch_bytes > 0) {

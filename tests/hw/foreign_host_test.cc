@@ -37,6 +37,31 @@ TEST(ForeignHost, SameFamilyWithTwiceTheBandwidthIsForeign) {
   EXPECT_THAT(*why, HasSubstr("differ in DRAM read bandwidth (over 40 % apart)"));
 }
 
+// A profile that recorded the range of its calibration's reads (this Zen 4 VM: 27.6-48.5 GB/s
+// within five minutes) takes any read inside it, and a read outside it is compared with the
+// nearer end; without the range, the same VM's slow minute read as foreign.
+TEST(ForeignHost, AReadInsideTheCalibrationsRangeIsTheSameHost) {
+  HostIdentity profile = Epyc();
+  profile.read_bw_bytes_per_s = 48.5e9;
+  HostIdentity host = Epyc();
+  host.read_bw_bytes_per_s = 28.9e9;
+  EXPECT_THAT(ForeignHostDifference(profile, host).value_or(""),
+              HasSubstr("DRAM read bandwidth"));  // the top alone: 40.4 % apart
+  profile.read_bw_low_bytes_per_s = 27.6e9;
+  EXPECT_EQ(ForeignHostDifference(profile, host), std::nullopt);
+  host.read_bw_bytes_per_s = 17.0e9;  // 38 % under the range's low end: still the same host
+  EXPECT_EQ(ForeignHostDifference(profile, host), std::nullopt);
+  host.read_bw_bytes_per_s = 16.0e9;  // 42 % under it
+  const std::optional<std::string> low = ForeignHostDifference(profile, host);
+  ASSERT_TRUE(low.has_value());
+  EXPECT_THAT(*low, HasSubstr("DRAM read 27.6-48.5 GB/s"));
+  EXPECT_THAT(*low, HasSubstr("DRAM read 16.0 GB/s"));
+  host.read_bw_bytes_per_s = 80.0e9;  // 39 % over its top
+  EXPECT_EQ(ForeignHostDifference(profile, host), std::nullopt);
+  host.read_bw_bytes_per_s = 82.0e9;  // 41 % over it
+  EXPECT_TRUE(ForeignHostDifference(profile, host).has_value());
+}
+
 TEST(ForeignHost, EachStaticFactCounts) {
   HostIdentity model = Epyc();
   model.cpu_model = "Intel Xeon";
@@ -139,6 +164,7 @@ TEST(ForeignHost, ProfileFactsRoundTripThroughYaml) {
   profile.measured_on->usable_cpus = 2;
   profile.measured_on->l3_cache_bytes = 32ull << 20;
   profile.measured_on->read_bw_bytes_per_s = 25.4e9;
+  profile.measured_on->read_bw_low_bytes_per_s = 19.3e9;
   profile.measured_on->cpu_signature = "AuthenticAMD family 25 model 17";
   const DeviceProfile back = ParseDeviceProfile(DeviceProfileToYaml(profile), "p.yaml");
   ASSERT_TRUE(back.measured_on.has_value());
@@ -150,6 +176,15 @@ TEST(ForeignHost, ProfileFactsRoundTripThroughYaml) {
   host.cpu_signature = "AuthenticAMD family 23 model 49";
   EXPECT_THAT(ForeignHostDifference(IdentityOf(*back.measured_on), host).value_or(""),
               HasSubstr("CPU signature"));
+  // A slowest read above the fastest is named.
+  profile.measured_on->read_bw_low_bytes_per_s = 30e9;
+  try {
+    (void)ParseDeviceProfile(DeviceProfileToYaml(profile), "p.yaml");
+    ADD_FAILURE() << "no error";
+  } catch (const std::exception& e) {
+    EXPECT_THAT(e.what(), HasSubstr("measured_on.read_bw_low_bytes_per_s: the slowest read is "
+                                    "above the fastest"));
+  }
 }
 
 }  // namespace

@@ -310,6 +310,8 @@ DeviceProfile SmallWrittenProfile() {
                                     "avx2+fma, openmp 2 threads, gemm=blas",
                                     2};
   p.measured_on->probes = "quick";
+  p.measured_on->read_bw_bytes_per_s = 30e9;
+  p.measured_on->read_bw_low_bytes_per_s = 21.5e9;
   p.measured_on->decode_prefetch_bytes = 4096;
   p.measured_on->gemm_weights = "packed";
   p.measured_on->row_order = "primed";
