@@ -262,6 +262,7 @@ DeviceProfile CpuBaseProfile(const Probes& probes, const HostInfo& host, int thr
   set("gemm_skinny_fixed_ns", 0, ParameterSource::kAssumed, "starting value");
   set("gemm_skinny_ns_per_token", 0, ParameterSource::kAssumed, "starting value");
   set("decode_cta_fixed_ns", 0, ParameterSource::kAssumed, "starting value");
+  set("decode_layer_fixed_ns", 0, ParameterSource::kAssumed, "starting value");
   set("prefill_query_fixed_ns", 0, ParameterSource::kAssumed, "starting value");
   set("attn_bw_efficiency", 0.8, ParameterSource::kAssumed, "starting value");
   set("attn_flops_efficiency", 0.3, ParameterSource::kAssumed, "starting value");

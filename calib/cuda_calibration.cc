@@ -69,6 +69,7 @@ DeviceProfile CudaBaseProfile(const CudaProbes& probes, const hw::cuda::CudaDevi
       "0: the weights stream at dram_bw_bytes_per_s (gigabytes of weights against tens of MB of "
       "L2)");
   set("decode_cta_fixed_ns", 0, ParameterSource::kAssumed, "starting value");
+  set("decode_layer_fixed_ns", 0, ParameterSource::kAssumed, "starting value");
   set("prefill_query_fixed_ns", 0, ParameterSource::kAssumed, "starting value");
   set("attn_bw_efficiency", 0.8, ParameterSource::kAssumed, "starting value");
   set("attn_flops_efficiency", 0.3, ParameterSource::kAssumed, "starting value");

@@ -47,6 +47,7 @@ struct Indices {
   size_t skinny_fixed = ParameterIndex("gemm_skinny_fixed_ns");
   size_t skinny_per_token = ParameterIndex("gemm_skinny_ns_per_token");
   size_t cta_fixed = ParameterIndex("decode_cta_fixed_ns");
+  size_t decode_layer = ParameterIndex("decode_layer_fixed_ns");
   size_t attn_bw = ParameterIndex("attn_bw_efficiency");
   size_t attn_flops = ParameterIndex("attn_flops_efficiency");
   size_t prefill_query = ParameterIndex("prefill_query_fixed_ns");
@@ -588,6 +589,14 @@ void Fitter::FitDecode(TermState& state) {
   std::sort(contexts.begin(), contexts.end());
   const bool contexts_vary =
       !contexts.empty() && contexts.back() > contexts.front() * (1 + 1e-6);
+  // The per-layer fixed cost is told apart from the per-request one by batches of different
+  // sizes.
+  double min_batch = std::numeric_limits<double>::infinity(), max_batch = 0;
+  for (const size_t i : rows) {
+    min_batch = std::min(min_batch, rows_[i].shape.decode_requests);
+    max_batch = std::max(max_batch, rows_[i].shape.decode_requests);
+  }
+  const bool batches_vary = max_batch > min_batch;
   const bool reuse_seen = sharing_rows >= kMinRowsPerSide;
   std::vector<size_t> free = Free({ix.attn_bw});
   const bool cta_free = !held_[ix.cta_fixed] && contexts_vary && rows.size() >= 3;
@@ -596,6 +605,13 @@ void Fitter::FitDecode(TermState& state) {
   } else if (!held_[ix.cta_fixed]) {
     Param(state, ix.cta_fixed).why =
         "needs 3 or more decode rows of different context lengths; kept at the base value";
+  }
+  const bool layer_free = !held_[ix.decode_layer] && batches_vary && rows.size() >= 4;
+  if (layer_free) {
+    free.push_back(ix.decode_layer);
+  } else if (!held_[ix.decode_layer]) {
+    Param(state, ix.decode_layer).why =
+        "needs 4 or more decode rows of different batch sizes; kept at the base value";
   }
   if (reuse_seen) {
     for (const size_t index : Free({ix.hit, ix.window, ix.l2_bw})) free.push_back(index);
@@ -608,8 +624,9 @@ void Fitter::FitDecode(TermState& state) {
   if (free.empty() || rows.size() < free.size()) return;
 
   // Start: for each window on a grid, the DRAM side is linear in α = DRAM ns per token,
-  // β = reuse_hit_max · α and γ = CTA ns: pred = (T + B)·α − S(W)·β + B·kv_heads·layers·γ,
-  // S = repeat reads. (The L2 side, T · L2 ns, is left to the LM that follows.)
+  // β = reuse_hit_max · α, γ = CTA ns and φ = the per-layer fixed ns:
+  // pred = (T + B)·α − S(W)·β + B·kv_heads·layers·γ + layers·φ, S = repeat reads. (The L2
+  // side, T · L2 ns, is left to the LM that follows.)
   const double kv_bytes = static_cast<double>(model_.KvBytesPerToken());
   const double dram_ns = kv_bytes * kNsPerS / profile_.dram_bw_bytes_per_s;  // at efficiency 1
   std::vector<double> windows = {profile_.reuse_window_ctas / kv_heads};
@@ -619,8 +636,9 @@ void Fitter::FitDecode(TermState& state) {
   }
   double best_cost = std::numeric_limits<double>::infinity();
   double best_window = windows.front(), best_alpha = 0, best_beta = 0, best_gamma = 0;
+  double best_phi = 0;
   for (const double w : windows) {
-    Eigen::MatrixXd a(static_cast<Eigen::Index>(rows.size()), 3);
+    Eigen::MatrixXd a(static_cast<Eigen::Index>(rows.size()), 4);
     Eigen::VectorXd ones = Eigen::VectorXd::Ones(static_cast<Eigen::Index>(rows.size()));
     for (size_t k = 0; k < rows.size(); ++k) {
       const StepShape& s = rows_[rows[k]].shape;
@@ -632,9 +650,10 @@ void Fitter::FitDecode(TermState& state) {
       a(r, 0) = (s.decode_kv_tokens + s.decode_requests) / m;
       a(r, 1) = reuse_seen ? -repeats / m : 0;
       a(r, 2) = cta_free ? s.decode_requests * ctas_per_request / m : 0;
+      a(r, 3) = layer_free ? model_.layers / m : 0;
     }
     Eigen::VectorXd coef = a.colPivHouseholderQr().solve(ones);
-    for (Eigen::Index j = 1; j < 3; ++j) coef(j) = std::max(coef(j), 0.0);
+    for (Eigen::Index j = 1; j < 4; ++j) coef(j) = std::max(coef(j), 0.0);
     const double cost = (a * coef - ones).squaredNorm();
     if (cost < best_cost) {
       best_cost = cost;
@@ -642,6 +661,7 @@ void Fitter::FitDecode(TermState& state) {
       best_alpha = coef(0);
       best_beta = coef(1);
       best_gamma = coef(2);
+      best_phi = coef(3);
     }
   }
   if (!held_[ix.attn_bw] && best_alpha > 0) {
@@ -649,6 +669,7 @@ void Fitter::FitDecode(TermState& state) {
   }
   // LM works in log space: start a free fixed cost above 0.
   if (cta_free) profile_.decode_cta_fixed_ns = std::max(best_gamma, 1e-3);
+  if (layer_free) profile_.decode_layer_fixed_ns = std::max(best_phi, 1e-3);
   if (reuse_seen) {
     if (!held_[ix.window]) profile_.reuse_window_ctas = best_window * kv_heads;
     if (!held_[ix.hit]) {
@@ -1001,7 +1022,7 @@ CalibrationFit Fitter::Run() {
   std::array<std::vector<size_t>, 5> term_params = {{
       {ix.gemm_bw, ix.gemm_flops, ix.gemm_fixed, ix.gemm_exponent, ix.skinny_fixed,
        ix.skinny_per_token},
-      {ix.attn_bw, ix.cta_fixed, ix.hit, ix.window, ix.l2_bw},
+      {ix.attn_bw, ix.cta_fixed, ix.decode_layer, ix.hit, ix.window, ix.l2_bw},
       {ix.cascade_layer, ix.cascade_merge},
       {ix.attn_flops, ix.prefill_query},
       {ix.step_fixed, ix.layer_fixed, ix.per_request},

@@ -21,7 +21,8 @@
 //                     fitted), gemm_skinny_fixed_ns and gemm_skinny_ns_per_token: non-negative
 //                     least squares with the fitted weight stream as the fixed part.
 //   kDecodeAttention  (+ kKvReuse, which a CPU cannot time apart) attn_bw_efficiency,
-//                     decode_cta_fixed_ns (with 3+ rows of 2+ context lengths), reuse_hit_max,
+//                     decode_cta_fixed_ns (with 3+ rows of 2+ context lengths),
+//                     decode_layer_fixed_ns (with 4+ rows of 2+ batch sizes), reuse_hit_max,
 //                     reuse_window_ctas, l2_bw_bytes_per_s (LM from a grid over the window with
 //                     the DRAM side solved linearly). The reads take max(DRAM, L2): the L2
 //                     bandwidth is kept at its base value (e.g. an LLC probe) unless 2+ rows

@@ -66,6 +66,8 @@ constexpr std::array<ProfileParameterInfo, kNumProfileParameters> kParameters = 
     // Optional (absent = 0), after it for the same reason.
     {"prefill_query_fixed_ns", &P::prefill_query_fixed_ns, 0, false, 1e6, false,
      "prefill-attention fixed cost per (prefill query token, query head, layer) (ns)", true},
+    {"decode_layer_fixed_ns", &P::decode_layer_fixed_ns, 0, false, 1e9, false,
+     "decode-attention fixed cost per layer of a step with decode requests (ns)", true},
 }};
 
 constexpr std::array<std::string_view, 5> kFitTermNames = {

@@ -32,7 +32,7 @@ namespace feather {
 enum class ParameterSource : uint8_t { kSpec, kAssumed, kMeasured, kPublished };
 [[nodiscard]] std::string_view ParameterSourceName(ParameterSource source);  // spec|assumed|...
 
-inline constexpr size_t kNumProfileParameters = 25;
+inline constexpr size_t kNumProfileParameters = 26;
 
 // The `measured_on` section: where and how the measurements behind a calibrated profile ran.
 struct ProfileMeasuredOn {
@@ -227,6 +227,14 @@ struct DeviceProfile {
   // (results/validation/issue-20-prefill-query). 0 in the GPU profiles (no published prefill
   // row informs it) and in profiles written before it. Optional (absent = 0).
   double prefill_query_fixed_ns = 0;
+  // Fixed cost of a step's decode attention per layer, however few the requests: the parallel
+  // region the CPU kernel forks and joins each layer (hw/decode_attention.cc), the K/V append,
+  // a GPU's kernel launches. Why decode steps of 1-4 short requests ran 22-42 % above their
+  // price on the CPU while 64-request steps ran 8-12 % under it: the per-request costs had
+  // absorbed it. Fitted at 6-34 µs a layer, it took decode attention's held-out MAPE down by
+  // 0.7-4.0 points on 27 of the 28 committed calibrations of unloaded CPUs, flat on the other
+  // (results/validation/issue-20-decode-layer). Optional (absent = 0).
+  double decode_layer_fixed_ns = 0;
 
   // --- Reuse of shared KV blocks through L2 without cascade ---
   double l2_bw_bytes_per_s = 0;  // effective bandwidth of KV reads served by L2

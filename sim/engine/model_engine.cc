@@ -137,6 +137,7 @@ StepPricer::StepPricer(const DeviceProfile& p, const ModelConfig& model) {
   reuse_hit_max_ = p.reuse_hit_max;
   gemm_exponent_ = p.gemm_roofline_exponent;
   decode_ns_per_request_ = p.decode_cta_fixed_ns * std::max(1u, model.kv_heads) * layers;
+  decode_fixed_ns_ = p.decode_layer_fixed_ns * layers;
   cascade_fixed_ns_ = layers * p.cascade_layer_ns;
   cascade_ns_per_request_ = layers * p.cascade_merge_ns_per_request_layer;
   overhead_fixed_ns_ = p.step_fixed_ns + layers * p.layer_fixed_ns;
@@ -174,7 +175,8 @@ std::array<double, kNumStepTerms> StepPricer::Terms(const StepShape& shape) cons
                    reuse_window_requests_, reuse_hit_max_);
   const double dram_ns = (split.dram_tokens + shape.decode_requests) * dram_ns_per_kv_token_;
   const double l2_ns = shape.decode_kv_tokens * l2_ns_per_kv_token_;
-  at(StepTerm::kDecodeAttention) = dram_ns + shape.decode_requests * decode_ns_per_request_;
+  at(StepTerm::kDecodeAttention) = dram_ns + shape.decode_requests * decode_ns_per_request_ +
+                                    (shape.decode_requests > 0 ? decode_fixed_ns_ : 0.0);
   at(StepTerm::kKvReuse) = std::max(0.0, l2_ns - dram_ns);
 
   // Prefill chunks against their context (minus the prefix cascade already covered).

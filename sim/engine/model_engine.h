@@ -94,6 +94,7 @@
 //   DRAM time   = (dram_tokens + B) · kv / (dram_bw · attn_bw_eff)   (+B: new KV written)
 //   L2 time     = T · kv / l2_bw                                     (every read passes L2)
 //   kDecodeAttention = DRAM time + B · kv_heads · layers · decode_cta_fixed_ns
+//                      + [B > 0] · layers · decode_layer_fixed_ns
 //   kKvReuse         = max(0, L2 time − DRAM time)
 // so the two levels overlap: the reads take max(DRAM time, L2 time), a two-level roofline. A
 // batch whose repeat reads mostly hit is bound by L2's bandwidth, not by how many distinct
@@ -235,6 +236,7 @@ class StepPricer {
   double reuse_hit_max_ = 0;
   double gemm_exponent_ = 0;           // gemm_roofline_exponent (0: the hard max)
   double decode_ns_per_request_ = 0;   // decode_cta_fixed_ns · kv_heads · layers
+  double decode_fixed_ns_ = 0;         // decode_layer_fixed_ns · layers, steps with decode
   double cascade_fixed_ns_ = 0;        // layers · cascade_layer_ns
   double cascade_ns_per_request_ = 0;  // layers · cascade_merge_ns_per_request_layer
   double overhead_fixed_ns_ = 0;       // step_fixed_ns + layers · layer_fixed_ns

@@ -85,6 +85,29 @@ TEST(CalibrationFit, RecoversABatchedGemmFixedCost) {
   EXPECT_LT(gpu_like.profile.gemm_batched_fixed_ns, 0.02 * stream_ns);
 }
 
+// A CPU-like truth whose decode attention pays a fixed cost per layer (a parallel region): the
+// fit recovers it beside the per-CTA cost, and one held at 0 misses the decode rows more.
+TEST(CalibrationFit, RecoversADecodeLayerFixedCost) {
+  const ModelConfig model = TinyModel();
+  DeviceProfile truth = TruthProfile();
+  truth.decode_cta_fixed_ns = 500;
+  // 4 layers · 20 µs = 80 µs a step: several times one request's KV read at 64-256 tokens.
+  truth.decode_layer_fixed_ns = 20'000;
+  const std::vector<MeasuredStep> rows = MakeRows(truth, model, RowMix{});
+  const CalibrationFit fit = FitProfile(PerturbedBase(), model, rows);
+  EXPECT_TRUE(Param(fit, "decode_layer_fixed_ns").fitted);
+  EXPECT_LT(RelativeError(fit.profile.decode_layer_fixed_ns, 20'000), 0.05);
+  EXPECT_LT(RelativeError(fit.profile.decode_cta_fixed_ns, 500), 0.15);
+  EXPECT_LT(RelativeError(fit.profile.attn_bw_efficiency, truth.attn_bw_efficiency), 0.02);
+  const double with = *Term(fit, StepTerm::kDecodeAttention).holdout_mape;
+  EXPECT_LT(with, 0.016);
+  FitOptions options;
+  options.hold = {"decode_layer_fixed_ns"};
+  const CalibrationFit held = FitProfile(PerturbedBase(), model, rows, options);
+  EXPECT_EQ(held.profile.decode_layer_fixed_ns, 0);
+  EXPECT_GT(*Term(held, StepTerm::kDecodeAttention).holdout_mape, 2 * with);
+}
+
 // A CPU-like truth whose prefill chunks pay a fixed cost per query row beyond their pairs
 // (prefill_query_fixed_ns): the fit recovers it beside the attention FLOP efficiency, and a fit
 // that may not use it (held at 0) misses the prefill rows several times worse.

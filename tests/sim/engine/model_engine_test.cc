@@ -331,6 +331,30 @@ TEST(ModelEngine, PrefillChunkByHand) {
   ExpectTotalIsSumOfTerms(t);
 }
 
+// decode_layer_fixed_ns is paid once per layer by a step with decode requests, whatever their
+// number, and not by a prefill-only step.
+TEST(ModelEngine, DecodeLayerFixedCostIsPerLayerOfAStepWithDecode) {
+  DeviceProfile profile = RoundProfile();
+  PlanBuilder one, five, prefill;
+  const BatchPlan one_plan = one.Decode(99).Build();
+  const BatchPlan five_plan = five.Decode(99, 5).Build();
+  const BatchPlan prefill_plan = prefill.Prefill(0, 16).Build();
+  ModelEngine without(profile, TinyModel());
+  const StepTiming one_without = without.Execute(one_plan);
+  const StepTiming five_without = without.Execute(five_plan);
+  profile.decode_layer_fixed_ns = 300;
+  ModelEngine with(profile, TinyModel());
+  // 2 layers · 300 ns, for 1 request or 5.
+  EXPECT_EQ(Term(with.Execute(one_plan), StepTerm::kDecodeAttention) -
+                Term(one_without, StepTerm::kDecodeAttention),
+            600);
+  EXPECT_EQ(Term(with.Execute(five_plan), StepTerm::kDecodeAttention) -
+                Term(five_without, StepTerm::kDecodeAttention),
+            600);
+  EXPECT_EQ(Term(with.Execute(prefill_plan), StepTerm::kDecodeAttention), 0);
+  ExpectTotalIsSumOfTerms(with.Execute(five_plan));
+}
+
 // prefill_query_fixed_ns is paid per prefill query token, query head and layer, on top of the
 // max, and never by the decode requests of the same step.
 TEST(ModelEngine, PrefillQueryFixedCostIsPerPrefillTokenHeadAndLayer) {

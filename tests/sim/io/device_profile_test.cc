@@ -194,8 +194,8 @@ TEST(DeviceProfile, OptionalParameterMayBeAbsent) {
   size_t optional = 0;
   for (const ProfileParameterInfo& info : ProfileParameters()) optional += info.optional ? 1 : 0;
   // gemm_batched_fixed_ns, gemm_roofline_exponent, decode_cta_fixed_ns, the three gemm_skinny_*,
-  // weight_stream_bw_bytes_per_s and prefill_query_fixed_ns.
-  EXPECT_EQ(optional, 8u);
+  // weight_stream_bw_bytes_per_s, prefill_query_fixed_ns and decode_layer_fixed_ns.
+  EXPECT_EQ(optional, 9u);
 }
 
 TEST(DeviceProfile, RejectsNonPositiveBandwidthAndEfficiencyAboveOne) {
