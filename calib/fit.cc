@@ -599,20 +599,22 @@ void Fitter::FitDecode(TermState& state) {
   const bool batches_vary = max_batch > min_batch;
   const bool reuse_seen = sharing_rows >= kMinRowsPerSide;
   std::vector<size_t> free = Free({ix.attn_bw});
-  const bool cta_free = !held_[ix.cta_fixed] && contexts_vary && rows.size() >= 3;
-  if (cta_free) {
-    free.push_back(ix.cta_fixed);
-  } else if (!held_[ix.cta_fixed]) {
-    Param(state, ix.cta_fixed).why =
-        "needs 3 or more decode rows of different context lengths; kept at the base value";
-  }
-  const bool layer_free = !held_[ix.decode_layer] && batches_vary && rows.size() >= 4;
-  if (layer_free) {
-    free.push_back(ix.decode_layer);
-  } else if (!held_[ix.decode_layer]) {
-    Param(state, ix.decode_layer).why =
-        "needs 4 or more decode rows of different batch sizes; kept at the base value";
-  }
+  // A fixed cost is freed when the rows vary in what tells it apart, else kept with the reason.
+  auto free_if = [&](size_t index, bool informed, const char* why) {
+    if (held_[index]) return false;
+    if (informed) {
+      free.push_back(index);
+    } else {
+      Param(state, index).why = why;
+    }
+    return informed;
+  };
+  const bool cta_free =
+      free_if(ix.cta_fixed, contexts_vary && rows.size() >= 3,
+              "needs 3 or more decode rows of different context lengths; kept at the base value");
+  const bool layer_free =
+      free_if(ix.decode_layer, batches_vary && rows.size() >= 4,
+              "needs 4 or more decode rows of different batch sizes; kept at the base value");
   if (reuse_seen) {
     for (const size_t index : Free({ix.hit, ix.window, ix.l2_bw})) free.push_back(index);
   } else {

@@ -158,30 +158,20 @@ void ReadMeasuredOn(MapReader& root, DeviceProfile& profile) {
   profile.measured_on = std::move(m);
 }
 
-// `holdout_mape` must be present exactly when `holdout_rows` > 0 (a holdout error needs rows).
-// `holdout_rows` is -1 when it was missing or bad (then nothing more is said about it).
-void ReadHoldoutMape(MapReader& reader, int64_t holdout_rows, std::optional<double>& out) {
-  const YAML::Node node = reader.Value("holdout_mape", holdout_rows > 0);  // missing: a problem
+// A hold-out figure (`holdout_mape`, `holdout_noise_floor`): absent when `holdout_rows` is 0 (a
+// holdout figure needs rows), required beside rows when `required` (holdout_mape; the noise
+// floor is optional). `holdout_rows` is -1 when it was missing or bad (then nothing more is said
+// about it).
+void ReadHoldoutFigure(MapReader& reader, const std::string& key, int64_t holdout_rows,
+                       bool required, std::optional<double>& out) {
+  const YAML::Node node = reader.Value(key, required && holdout_rows > 0);  // missing: a problem
   if (!node.IsDefined() || node.IsNull()) return;
   if (holdout_rows == 0) {
-    reader.Add(node, "holdout_mape", "must be absent when holdout_rows is 0");
+    reader.Add(node, key, "must be absent when holdout_rows is 0");
     return;
   }
   double value = -1;
-  reader.Real("holdout_mape", value, 0, kMaxMape);
-  if (value >= 0) out = value;
-}
-
-// `holdout_noise_floor` is optional, and only where a holdout error is.
-void ReadHoldoutNoiseFloor(MapReader& reader, int64_t holdout_rows, std::optional<double>& out) {
-  const YAML::Node node = reader.Value("holdout_noise_floor");
-  if (!node.IsDefined() || node.IsNull()) return;
-  if (holdout_rows == 0) {
-    reader.Add(node, "holdout_noise_floor", "must be absent when holdout_rows is 0");
-    return;
-  }
-  double value = -1;
-  reader.Real("holdout_noise_floor", value, 0, kMaxMape);
+  reader.Real(key, value, 0, kMaxMape);
   if (value >= 0) out = value;
 }
 
@@ -197,8 +187,8 @@ void ReadRowsAndMapes(MapReader& reader, const std::string& rows_key, int64_t mi
   reader.Integer("holdout_rows", held, 0, kMaxRows, true);
   if (held >= 0) holdout_rows = static_cast<uint64_t>(held);
   reader.Real(mape_key, mape, 0, kMaxMape, false, true);
-  ReadHoldoutMape(reader, held, holdout_mape);
-  ReadHoldoutNoiseFloor(reader, held, holdout_noise_floor);
+  ReadHoldoutFigure(reader, "holdout_mape", held, true, holdout_mape);
+  ReadHoldoutFigure(reader, "holdout_noise_floor", held, false, holdout_noise_floor);
 }
 
 void ReadFit(MapReader& root, DeviceProfile& profile) {

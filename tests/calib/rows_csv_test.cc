@@ -53,14 +53,18 @@ TEST(RowsCsv, WrittenRowsReadBackBitForBit) {
             RowsToCsv(labels, rows, StepPricer(profile, model), 5));
 }
 
+// A repetition of a small step: gemm `gemm_ns`, decode 20, overhead 5 ns.
+StepTiming Repetition(int64_t gemm_ns) {
+  StepTiming t;
+  t.term_ns = {gemm_ns, 20, 0, 0, 0, 5};
+  t.total_ns = gemm_ns + 25;
+  return t;
+}
+
 // Golden: one line per timed repetition, labels quoted (a quote doubled), passes from 1.
 TEST(RowsCsv, PassesListEveryRepetitionInPassOrder) {
-  StepTiming a;
-  a.term_ns = {10, 20, 0, 0, 0, 5};
-  a.total_ns = 35;
-  StepTiming b = a;
-  b.term_ns[0] = 40;
-  b.total_ns = 65;
+  const StepTiming a = Repetition(10);
+  const StepTiming b = Repetition(40);
   const std::vector<std::string> labels = {"decode B=1", "say \"x\""};
   const std::vector<std::vector<StepTiming>> repetitions = {{a, b}, {b}};
   EXPECT_EQ(PassesToCsv(labels, repetitions),
@@ -75,15 +79,9 @@ TEST(RowsCsv, PassesListEveryRepetitionInPassOrder) {
 // A passes file reads back as its rows' repetitions; the committed Zen 4 calibration's pair
 // belongs together (every row 5 passes, its median the row).
 TEST(RowsCsv, PassesReadBackAsTheRowsRepetitions) {
-  StepTiming a;
-  a.term_ns = {10, 20, 0, 0, 0, 5};
-  a.total_ns = 35;
-  StepTiming b = a;
-  b.term_ns[0] = 40;
-  b.total_ns = 65;
-  StepTiming c = a;
-  c.term_ns[0] = 30;
-  c.total_ns = 55;
+  const StepTiming a = Repetition(10);
+  const StepTiming b = Repetition(40);
+  const StepTiming c = Repetition(30);
   std::vector<LabeledRow> rows(2);
   rows[0].label = "decode B=1";
   rows[0].step.measured = c;  // the median by total of {a, b, c}
@@ -107,9 +105,7 @@ TEST(RowsCsv, PassesReadBackAsTheRowsRepetitions) {
 }
 
 TEST(RowsCsv, PassesOfOtherRowsAreRefusedWithLineAndColumn) {
-  StepTiming a;
-  a.term_ns = {10, 20, 0, 0, 0, 5};
-  a.total_ns = 35;
+  const StepTiming a = Repetition(10);
   StepTiming b = a;
   b.total_ns = 45;
   std::vector<LabeledRow> rows(2);
