@@ -23,6 +23,7 @@ namespace {
 constexpr double kNsPerS = 1e9;
 constexpr size_t kMinRowsPerSide = 2;  // rows on one side of a max() before it counts as seen
 constexpr size_t kGridQuantiles = 11;
+constexpr double kZeroFixedNs = 1e-3;  // a fitted fixed cost under this is written as 0
 
 std::optional<size_t> FindParameter(std::string_view name) {
   const auto params = ProfileParameters();
@@ -1078,6 +1079,21 @@ CalibrationFit Fitter::Run() {
   FitPrefill(states[3]);
   FitCascade(states[2]);
   FitOverhead(states[4]);
+  // A fixed cost the rows want at 0 reaches only a tiny positive value in log space (1e-17 ns
+  // on noiseless rows, 1e-300 on a loaded machine's): below a picosecond it is written as 0.
+  for (TermState& s : states) {
+    for (ParameterFit& p : s.report.parameters) {
+      const size_t index = ParameterIndex(p.name);
+      const double value = Value(profile_, index);
+      if (!p.fitted || p.clamped || p.lower_bound || !p.name.ends_with("_ns") || !(value > 0) ||
+          value >= kZeroFixedNs) {
+        continue;
+      }
+      Field(profile_, index) = 0;
+      p.why = "fitted to 0: the least-squares optimum is under " + Number(kZeroFixedNs) +
+              " ns, the rows want no such cost";
+    }
+  }
 
   CalibrationFit result;
   const StepPricer pricer(profile_, model_);

@@ -369,6 +369,12 @@ TEST(CalibrationFit, NoiselessRowsAreReproducedAlmostExactly) {
   EXPECT_NEAR(fit.profile.gemm_bw_efficiency, 0.7, 1e-4);
   EXPECT_NEAR(fit.profile.reuse_hit_max, 0.6, 1e-3);
   EXPECT_EQ(fit.profile.reuse_window_ctas, 16);
+  // Fixed costs the truth does not have are 0, not the 1e-17 ns a log-space optimum reaches.
+  EXPECT_EQ(fit.profile.decode_cta_fixed_ns, 0);
+  EXPECT_EQ(fit.profile.decode_layer_fixed_ns, 0);
+  EXPECT_EQ(fit.profile.prefill_query_fixed_ns, 0);
+  EXPECT_TRUE(Contains(Param(fit, "decode_layer_fixed_ns").why, "fitted to 0"));
+  EXPECT_TRUE(Param(fit, "decode_layer_fixed_ns").fitted);
 }
 
 // The roofline's kink: rows on both sides, a base far on the wrong side of each.

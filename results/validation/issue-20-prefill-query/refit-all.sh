@@ -8,7 +8,10 @@ out_dir=$(mktemp -d)
 printf "%-28s %-7s %9s %9s %9s %12s %8s\n" set model total_ho prefill_ho gemm_ho q_ns attn_eff
 for d in results/validation/issue-20-fresh-vm results/validation/issue-20-host-probes results/validation/issue-20-passes results/validation/issue-20-quiet results/validation/issue-20-weight-stream results/validation/issue-20-xeon-amx-1202 results/validation/issue-20-zen5 results/validation/issue-21-after-avx results/validation/issue-21-bf16-math results/validation/issue-21-headdim results/profiles results/validation/issue-20-zen4-1201/a ${EXTRA:-}; do
   for mode in old new; do
-    args=(); [[ $mode == old ]] && args=(--hold prefill_query_fixed_ns)
+    # decode_layer_fixed_ns (a later term, issue-20-decode-layer) held at 0 in both: this
+    # compares the prefill term alone, as at the commit that wrote refit-all.txt.
+    args=(--hold decode_layer_fixed_ns)
+    [[ $mode == old ]] && args=(--hold prefill_query_fixed_ns,decode_layer_fixed_ns)
     out=$out_dir/refit-$(basename $d)-$mode.yaml
     log=$($bin calibrate --refit $d/cpu-rows.csv --base $d/cpu.yaml "${args[@]}" --out $out 2>&1)
     total=$(grep -o "holdout rows, MAPE [0-9.]*%" <<<"$log" | head -1 | grep -o "[0-9.]*%")
