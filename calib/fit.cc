@@ -82,13 +82,18 @@ constexpr std::array<StepTerm, 5> kTerms = {StepTerm::kGemm, StepTerm::kDecodeAt
                                             StepTerm::kCascadePrefix, StepTerm::kPrefillAttention,
                                             StepTerm::kOverhead};
 
-double MeasuredNs(const MeasuredStep& row, StepTerm term) {
-  if (term == StepTerm::kDecodeAttention) {
-    return static_cast<double>(row.measured.term(StepTerm::kDecodeAttention) +
-                               row.measured.term(StepTerm::kKvReuse));
+// The measured ns of `term` (nullopt: the total) in one timing; decode attention includes
+// kv_reuse, which a real engine cannot time apart.
+double TimingNs(const StepTiming& timing, std::optional<StepTerm> term) {
+  if (!term) return static_cast<double>(timing.total_ns);
+  if (*term == StepTerm::kDecodeAttention) {
+    return static_cast<double>(timing.term(StepTerm::kDecodeAttention) +
+                               timing.term(StepTerm::kKvReuse));
   }
-  return static_cast<double>(row.measured.term(term));
+  return static_cast<double>(timing.term(*term));
 }
+
+double MeasuredNs(const MeasuredStep& row, StepTerm term) { return TimingNs(row.measured, term); }
 
 double PredictedNs(const std::array<double, kNumStepTerms>& terms, StepTerm term) {
   const double ns = terms[static_cast<size_t>(term)];
@@ -944,16 +949,6 @@ double Mape(const StepPricer& pricer, std::span<const MeasuredStep> rows,
     sum += std::abs(predicted - measured) / measured;
   }
   return indices.empty() ? 0 : sum / static_cast<double>(indices.size());
-}
-
-// The measured ns of `term` (nullopt: the total) in one timing, as MeasuredNs reads a row.
-double TimingNs(const StepTiming& timing, std::optional<StepTerm> term) {
-  if (!term) return static_cast<double>(timing.total_ns);
-  if (*term == StepTerm::kDecodeAttention) {
-    return static_cast<double>(timing.term(StepTerm::kDecodeAttention) +
-                               timing.term(StepTerm::kKvReuse));
-  }
-  return static_cast<double>(timing.term(*term));
 }
 
 // Per row: for each fitted term (kTerms order) and then the total, the bootstrap mean of
