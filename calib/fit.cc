@@ -963,15 +963,17 @@ std::vector<std::array<double, kTerms.size() + 1>> RowNoise(
     std::mt19937_64 rng(0x9e3779b97f4a7c15ULL ^ i);
     std::uniform_int_distribution<size_t> pick(0, reps.size() - 1);
     std::array<double, kTerms.size() + 1>& sums = noise[i];
+    auto term_of = [](size_t t) {
+      return t < kTerms.size() ? std::optional<StepTerm>(kTerms[t]) : std::nullopt;
+    };
+    std::array<double, kTerms.size() + 1> own{};  // the row's own value of each column
+    for (size_t t = 0; t <= kTerms.size(); ++t) own[t] = TimingNs(rows[i].measured, term_of(t));
     for (uint32_t b = 0; b < kNoiseFloorResamples; ++b) {
       resample.clear();
       for (size_t k = 0; k < reps.size(); ++k) resample.push_back(reps[pick(rng)]);
       const StepTiming median = hw::MedianByTotal(resample);
       for (size_t t = 0; t <= kTerms.size(); ++t) {
-        const std::optional<StepTerm> term =
-            t < kTerms.size() ? std::optional<StepTerm>(kTerms[t]) : std::nullopt;
-        const double own = TimingNs(rows[i].measured, term);
-        if (own > 0) sums[t] += std::abs(TimingNs(median, term) / own - 1);
+        if (own[t] > 0) sums[t] += std::abs(TimingNs(median, term_of(t)) / own[t] - 1);
       }
     }
     for (double& v : sums) v /= kNoiseFloorResamples;
@@ -1206,15 +1208,15 @@ void ValidateInputs(const DeviceProfile& base, std::span<const MeasuredStep> row
     }
   }
   for (const std::string& name : options.hold) {
-    if (!FindParameter(name)) {
-      throw std::invalid_argument("calibration: FitOptions::hold names '" + name +
-                                  "', which is no profile parameter");
-    }
-    for (const std::string_view never : kNeverFitted) {
-      if (name == never) {
+    switch (CheckHoldable(name)) {
+      case HoldCheck::kHoldable:
+        break;
+      case HoldCheck::kUnknown:
+        throw std::invalid_argument("calibration: FitOptions::hold names '" + name +
+                                    "', which is no profile parameter");
+      case HoldCheck::kNeverFitted:
         throw std::invalid_argument("calibration: FitOptions::hold names " + name +
                                     ", which is never fitted (a capacity or peak figure)");
-      }
     }
   }
   for (const ProfileParameterInfo& info : ProfileParameters()) {
@@ -1269,6 +1271,14 @@ void ValidateInputs(const DeviceProfile& base, std::span<const MeasuredStep> row
 }
 
 }  // namespace
+
+HoldCheck CheckHoldable(std::string_view name) {
+  if (!FindParameter(name)) return HoldCheck::kUnknown;
+  if (std::find(kNeverFitted.begin(), kNeverFitted.end(), name) != kNeverFitted.end()) {
+    return HoldCheck::kNeverFitted;
+  }
+  return HoldCheck::kHoldable;
+}
 
 bool IsHoldoutRow(size_t index, uint32_t holdout_every) {
   return holdout_every >= 2 && index % holdout_every == holdout_every - 1;

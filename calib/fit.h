@@ -98,6 +98,12 @@ inline constexpr uint32_t kNoiseFloorResamples = 256;
 // Whether row `index` is held out under `holdout_every` (see FitOptions).
 [[nodiscard]] bool IsHoldoutRow(size_t index, uint32_t holdout_every);
 
+// Whether FitOptions::hold may name `name`: a profile parameter that the fit can free (the
+// capacity and peak parameters never are). FitProfile checks it; a command can check it before
+// it measures anything.
+enum class HoldCheck { kHoldable, kUnknown, kNeverFitted };
+[[nodiscard]] HoldCheck CheckHoldable(std::string_view name);
+
 struct ParameterFit {
   std::string_view name;  // ProfileParameters() name
   double base_value = 0;

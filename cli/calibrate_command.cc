@@ -12,6 +12,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <numeric>
+#include <optional>
 #include <ostream>
 #include <span>
 #include <sstream>
@@ -54,14 +55,19 @@ fs::path BesideProfile(const fs::path& profile_path, const char* suffix) {
 fs::path RowsPathOf(const fs::path& profile_path) {
   return BesideProfile(profile_path, "-rows.csv");
 }
+// The inverse: X.yaml for X-rows.csv (nullopt for a name without the suffix).
+std::optional<fs::path> ProfileOfRows(const fs::path& rows_path) {
+  std::string stem = rows_path.stem().string();
+  const std::string suffix = "-rows";
+  if (stem.size() <= suffix.size() || !stem.ends_with(suffix)) return std::nullopt;
+  stem.resize(stem.size() - suffix.size());
+  return rows_path.parent_path() / (stem + ".yaml");
+}
 
 // PROFILE-passes.csv beside PROFILE.yaml: every timed repetition of a live calibration's rows.
 fs::path WritePasses(const std::vector<std::string>& labels,
-                     std::span<const calib::StepMeasurement> measurements,
+                     std::span<const std::vector<StepTiming>> repetitions,
                      const fs::path& profile_path) {
-  std::vector<std::vector<StepTiming>> repetitions;
-  repetitions.reserve(measurements.size());
-  for (const calib::StepMeasurement& m : measurements) repetitions.push_back(m.repetitions);
   if (profile_path.has_parent_path()) fs::create_directories(profile_path.parent_path());
   const fs::path path = BesideProfile(profile_path, "-passes.csv");
   WriteFileAtomically(path, calib::PassesToCsv(labels, repetitions));
@@ -238,9 +244,11 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
   calib::FitOptions fit_options;
   fit_options.hold = options.hold;
   fit_options.rows_label = RowsPathOf(out_path).filename().string();
-  std::vector<std::vector<StepTiming>> repetition_timings;  // for the hold-out noise floor
-  for (const calib::StepMeasurement& m : measurements) repetition_timings.push_back(m.repetitions);
-  fit_options.repetitions = repetition_timings;
+  // Every repetition: the hold-out noise floor, and PROFILE-passes.csv.
+  std::vector<std::vector<StepTiming>> timings;
+  timings.reserve(measurements.size());
+  for (const calib::StepMeasurement& m : measurements) timings.push_back(m.repetitions);
+  fit_options.repetitions = timings;
   calib::CalibrationFit fit = FitProfile(base, model, rows, fit_options);
   fit.profile.step_noise = calib::StepNoiseOf(
       measurements, "repetitions of the " + std::to_string(rows.size()) +
@@ -250,7 +258,7 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
 
   std::vector<std::string> labels;
   for (const calib::GridPoint& point : grid) labels.push_back(point.label);
-  const fs::path passes_path = WritePasses(labels, measurements, out_path);
+  const fs::path passes_path = WritePasses(labels, timings, out_path);
   WriteFitOutputs(fit, model, labels, rows, fit_options, out_path, started, out);
   out << "every timed repetition: " << passes_path.string() << "\n";
   WriteUnprimedRows(labels, measurements, fit.profile, model, fit_options, out_path, out);
@@ -347,12 +355,7 @@ int Refit(const CalibrateCommandOptions& options, std::ostream& out) {
   std::string base_path = options.base_profile;
   if (base_path.empty()) {
     const fs::path first(options.refit_rows.front());
-    std::string stem = first.stem().string();
-    const std::string suffix = "-rows";
-    if (stem.size() > suffix.size() && stem.ends_with(suffix)) {
-      stem.resize(stem.size() - suffix.size());
-      base_path = (first.parent_path() / (stem + ".yaml")).string();
-    }
+    if (const std::optional<fs::path> profile = ProfileOfRows(first)) base_path = profile->string();
     if (base_path.empty() || !fs::exists(base_path)) {
       throw std::invalid_argument(
           "--refit: no profile beside " + first.string() + " (expected " +
@@ -378,12 +381,8 @@ int Refit(const CalibrateCommandOptions& options, std::ostream& out) {
       case calib::RowsFileKind::kCalibrationRows: {
         std::vector<calib::LabeledRow> parsed = calib::ParseRowsCsv(text, path);
         // X-passes.csv beside X-rows.csv: every repetition, for the hold-out noise floor.
-        const fs::path rows_path(path);
-        std::string stem = rows_path.stem().string();
-        const fs::path passes =
-            stem.ends_with("-rows")
-                ? rows_path.parent_path() / (stem.substr(0, stem.size() - 5) + "-passes.csv")
-                : fs::path();
+        const std::optional<fs::path> profile = ProfileOfRows(path);
+        const fs::path passes = profile ? BesideProfile(*profile, "-passes.csv") : fs::path();
         if (!passes.empty() && fs::is_regular_file(passes)) {
           for (std::vector<StepTiming>& reps : calib::LoadPassesCsv(passes.string(), parsed)) {
             repetitions.push_back(std::move(reps));
@@ -603,11 +602,16 @@ int CalibrateCudaTarget(const CalibrateCommandOptions& options, std::ostream& ou
 int CalibrateCommand(const CalibrateCommandOptions& options, std::ostream& out) {
   // Before anything is measured: a live calibration takes minutes.
   for (const std::string& name : options.hold) {
-    const auto params = ProfileParameters();
-    if (std::none_of(params.begin(), params.end(),
-                     [&](const ProfileParameterInfo& p) { return p.name == name; })) {
-      throw std::invalid_argument("--hold: '" + name +
-                                  "' is no profile parameter (sim/engine/device_profile.cc)");
+    switch (calib::CheckHoldable(name)) {
+      case calib::HoldCheck::kHoldable:
+        break;
+      case calib::HoldCheck::kUnknown:
+        throw std::invalid_argument("--hold: '" + name +
+                                    "' is no profile parameter (sim/engine/device_profile.cc)");
+      case calib::HoldCheck::kNeverFitted:
+        throw std::invalid_argument("--hold: " + name +
+                                    " is never fitted (a capacity or peak figure), so there is "
+                                    "nothing to hold");
     }
   }
   if (!options.refit_rows.empty()) return Refit(options, out);

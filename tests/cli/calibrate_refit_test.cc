@@ -75,6 +75,12 @@ TEST_F(CalibrateRefitTest, HoldKeepsTheBaseValueAndBadNamesExit2) {
   EXPECT_EQ(bad.exit_code, 2);
   EXPECT_THAT(bad.err, HasSubstr("--hold: 'prefill_qeury' is no profile parameter"));
   EXPECT_FALSE(fs::exists(dir_ / "bad.yaml"));
+  // A capacity or peak figure is never fitted: nothing to hold.
+  const RunResult peak = RunFeather({"calibrate", "--refit", kRows, "--hold",
+                                     "dram_bw_bytes_per_s", "--out", (dir_ / "bad.yaml").string()});
+  EXPECT_EQ(peak.exit_code, 2);
+  EXPECT_THAT(peak.err, HasSubstr("--hold: dram_bw_bytes_per_s is never fitted"));
+  EXPECT_FALSE(fs::exists(dir_ / "bad.yaml"));
 }
 
 // X-passes.csv beside X-rows.csv gives the refit its hold-out noise floor; a passes file of
@@ -83,9 +89,12 @@ TEST_F(CalibrateRefitTest, PassesBesideTheRowsGiveTheNoiseFloor) {
   const std::string dir = std::string(FEATHER_SOURCE_DIR) + "/results/validation/issue-20-zen4-1201/a/";
   fs::copy_file(dir + "cpu-rows.csv", dir_ / "x-rows.csv");
   fs::copy_file(dir + "cpu-passes.csv", dir_ / "x-passes.csv");
+  auto refit = [&](const fs::path& out) {
+    return RunFeather({"calibrate", "--refit", (dir_ / "x-rows.csv").string(), "--base",
+                       dir + "cpu.yaml", "--out", out.string()});
+  };
   const fs::path out = dir_ / "floor.yaml";
-  const RunResult run = RunFeather({"calibrate", "--refit", (dir_ / "x-rows.csv").string(),
-                                    "--base", dir + "cpu.yaml", "--out", out.string()});
+  const RunResult run = refit(out);
   ASSERT_EQ(run.exit_code, 0) << run.err;
   EXPECT_THAT(run.out, HasSubstr("repetitions for the noise floor: "));
   EXPECT_THAT(run.out, HasSubstr("(noise floor "));
@@ -107,8 +116,7 @@ TEST_F(CalibrateRefitTest, PassesBesideTheRowsGiveTheNoiseFloor) {
   }
   test::WriteFile(dir_ / "x-passes.csv", passes);
   const fs::path bad_out = dir_ / "bad.yaml";
-  const RunResult bad = RunFeather({"calibrate", "--refit", (dir_ / "x-rows.csv").string(),
-                                    "--base", dir + "cpu.yaml", "--out", bad_out.string()});
+  const RunResult bad = refit(bad_out);
   EXPECT_EQ(bad.exit_code, 2) << bad.out;
   EXPECT_THAT(bad.err, HasSubstr("x-passes.csv:"));
   EXPECT_THAT(bad.err, HasSubstr("the files are not of the same calibration"));
