@@ -29,6 +29,11 @@
 //   attention_kernels_benchmark --benchmark_repetitions=5 --benchmark_enable_random_interleaving
 //     --benchmark_report_aggregates_only=true
 //     --benchmark_filter='ReadBandwidth/threads:2/streams:1|PagedDecode/.*/shared:0/threads:2/isa'
+// How much of the decode's shortfall against the probe is its access pattern (tiles of 2-4 KiB at
+// random places) and how much its arithmetic: BM_DecodeOfWalk times a plain read of the same
+// blocks in the same order beside each decode pass (walk_of_probe, decode_of_walk):
+//   attention_kernels_benchmark --benchmark_repetitions=6 --benchmark_enable_random_interleaving
+//     --benchmark_report_aggregates_only=true --benchmark_filter='DecodeOfWalk/.*/threads:2/'
 // OpenMP is private to feather_hw, so the bandwidth loop here uses std::thread.
 #include <benchmark/benchmark.h>
 #include <sys/mman.h>
@@ -469,6 +474,127 @@ BENCHMARK(BM_DecodeOfProbe)
     ->ArgNames({"bf16", "threads", "isa", "prefetch_kib"})
     ->ArgsProduct({{0, 1}, {2}, {0, 2, 3, 4}, {0}})
     ->ArgsProduct({{0, 1}, {2}, {0}, {2, 4, 8, 16, 32}})
+    ->UseManualTime()
+    ->Unit(benchmark::kMillisecond);
+
+// The read side of BM_DecodeOfProbe's batch without its arithmetic: `threads` threads each walk
+// their share of the requests' blocks in the kernels' order ((block, kv head) tiles, K then V),
+// summing every word as the probe does, and prefetching `hops` tiles ahead into L2 as the kernels
+// do (DecodePrefetchBytes()). Blocks lie at random places in the pools (2 KiB tiles in bf16,
+// 4 KiB in fp32 at this shape), so the hardware's stream prefetchers, which follow a sequential
+// read within a 4 KiB page, get little to follow. Pattern 0: no software prefetch; 1: a tile's
+// lines all at once as the tile starts (a burst); 2: one line ahead per line read (spread).
+// Returns the bytes read.
+size_t WalkDecodeBlocks(const DecodeSetup& setup, size_t threads, int pattern) {
+  const PagedKvLayout& layout = setup.pools.layout;
+  const size_t elem = KvDtypeBytes(layout.dtype);
+  const size_t tile_bytes = layout.TileElems() * elem;
+  const size_t block_bytes = layout.BlockElems() * elem;
+  const size_t hops = std::max<size_t>(1, (DecodePrefetchBytes() + tile_bytes - 1) / tile_bytes);
+  const char* k_pool = setup.pools.k.get();
+  const char* v_pool = setup.pools.v.get();
+  const size_t requests = setup.tables.size();
+  std::vector<uint64_t> sums(threads);
+  const auto walk = [&](size_t t) {
+    uint64_t a = 0, b = 0, c = 0, d = 0;
+    for (size_t r = t * requests / threads; r < (t + 1) * requests / threads; ++r) {
+      const std::vector<uint32_t>& blocks = setup.tables[r];
+      const size_t tiles = blocks.size() * layout.kv_heads;
+      const auto tile_offset = [&](size_t i) {
+        return blocks[i / layout.kv_heads] * block_bytes + i % layout.kv_heads * tile_bytes;
+      };
+      for (size_t i = 0; i < tiles; ++i) {
+        const size_t ahead = i + hops < tiles ? tile_offset(i + hops) : tile_offset(i);
+        if (pattern == 1) {
+          for (size_t o = 0; o < tile_bytes; o += 64) {
+            __builtin_prefetch(k_pool + ahead + o, 0, 2);
+            __builtin_prefetch(v_pool + ahead + o, 0, 2);
+          }
+        }
+        const size_t offset = tile_offset(i);
+        for (const char* pool : {k_pool, v_pool}) {
+          const auto* words = reinterpret_cast<const uint64_t*>(pool + offset);
+          for (size_t w = 0; w < tile_bytes / 8; w += 8) {
+            if (pattern == 2) __builtin_prefetch(pool + ahead + w * 8, 0, 2);
+            a += words[w] + words[w + 4];
+            b += words[w + 1] + words[w + 5];
+            c += words[w + 2] + words[w + 6];
+            d += words[w + 3] + words[w + 7];
+          }
+        }
+      }
+    }
+    sums[t] = a + b + c + d;
+  };
+  std::vector<std::thread> workers;
+  for (size_t t = 0; t < threads; ++t) workers.emplace_back(walk, t);
+  for (std::thread& worker : workers) worker.join();
+  benchmark::DoNotOptimize(sums.data());
+  return requests * setup.tables[0].size() * block_bytes * 2;
+}
+
+// BM_DecodeOfProbe's pairs with a third pass between probe and decode: the block walk above. It
+// separates what the decode's access pattern allows from what its arithmetic costs:
+//   walk_of_probe: the walk's rate over the probe's (medians of per-iteration ratios; p10-p90);
+//   decode_of_walk: the decode's rate over the walk's;
+//   of_probe: the decode's over the probe's, as BM_DecodeOfProbe.
+// Args: dtype, threads, pattern (WalkDecodeBlocks), isa (as BM_DecodeOfProbe).
+void BM_DecodeOfWalk(benchmark::State& state) {
+  const ScopedIsa isa(state, 3);
+  if (state.error_occurred()) return;
+  const auto dtype = static_cast<KvDtype>(state.range(0));
+  const auto threads = static_cast<int>(state.range(1));
+  const auto pattern = static_cast<int>(state.range(2));
+  DecodeSetup& setup = CachedDecodeSetup(DecodeShape{dtype, 256, 0, 0, 4096});
+  DecodeAttentionParams p = DecodeParamsOf(setup, threads);
+  DecodeWorkspace workspace;
+  PagedDecodeAttention(p, workspace);
+  if (!VerifyDecodeRows(p, 2)) {
+    state.SkipWithError("verify_failed");
+    return;
+  }
+  const size_t logical = size_t{p.kv.batch_size} * setup.kv_end * KvBytesPerToken(p.kv.layout);
+  std::vector<double> walk_of_probe, decode_of_walk, decode_of_probe;
+  using Clock = std::chrono::steady_clock;
+  const auto seconds = [](Clock::time_point from, Clock::time_point to) {
+    return std::chrono::duration<double>(to - from).count();
+  };
+  for (auto _ : state) {
+    const Clock::time_point probe_start = Clock::now();
+    const size_t probe_bytes = ReadProbePass(static_cast<size_t>(threads), 1);
+    const Clock::time_point walk_start = Clock::now();
+    const size_t walk_bytes = WalkDecodeBlocks(setup, static_cast<size_t>(threads), pattern);
+    const Clock::time_point decode_start = Clock::now();
+    PagedDecodeAttention(p, workspace);
+    benchmark::ClobberMemory();
+    const Clock::time_point decode_end = Clock::now();
+    state.SetIterationTime(seconds(decode_start, decode_end));
+    const double probe = static_cast<double>(probe_bytes) / seconds(probe_start, walk_start);
+    const double walk = static_cast<double>(walk_bytes) / seconds(walk_start, decode_start);
+    const double decode = static_cast<double>(logical) / seconds(decode_start, decode_end);
+    walk_of_probe.push_back(walk / probe);
+    decode_of_walk.push_back(decode / walk);
+    decode_of_probe.push_back(decode / probe);
+  }
+  ReportDecode(state, logical, logical);
+  const auto quantile = [](std::vector<double> v, double q) {
+    std::sort(v.begin(), v.end());
+    return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+  };
+  for (const auto& [name, values] :
+       {std::pair<const char*, const std::vector<double>&>{"walk_of_probe", walk_of_probe},
+        {"decode_of_walk", decode_of_walk},
+        {"of_probe", decode_of_probe}}) {
+    state.counters[name] = quantile(values, 0.5);
+    state.counters[std::string(name) + "_p10"] = quantile(values, 0.1);
+    state.counters[std::string(name) + "_p90"] = quantile(values, 0.9);
+  }
+  state.SetLabel("verify=ok isa=" + IsaName() +
+                 " prefetch=" + std::to_string(DecodePrefetchBytes() >> 10) + "KiB");
+}
+BENCHMARK(BM_DecodeOfWalk)
+    ->ArgNames({"bf16", "threads", "pattern", "isa"})
+    ->ArgsProduct({{0, 1}, {1, 2}, {0, 1, 2}, {0}})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
