@@ -93,24 +93,32 @@ uint32_t BatchShape::Fill(StopContext& context, RequestId id, uint32_t sequence_
     context.largest_groups[d] = {g.requests, g.prefix_tokens,
                                  g.requests > 0 && has_key && key == g.key, 0};
   }
-  if (groups_[0].requests > 0) {
-    if (const uint32_t* w = waiting_.Find(groups_[0].key)) context.largest_groups[0].waiting = *w;
+  for (size_t d = 0; d < kDepths; ++d) {
+    const Group& g = groups_[d];
+    if (g.requests == 0) continue;
+    if (const uint32_t* w = waiting_.Find(g.key)) context.largest_groups[d].waiting = *w;
+    // Nested in the first depth's largest group: its member's key there is that group's.
+    PrefixHash first = 0;
+    context.largest_groups[d].nested =
+        d == 0 || (GroupKey(source.ChainOf(g.member), 0, first) && first == groups_[0].key);
   }
   return after;
 }
 
 void BatchShape::Waiting(ChainView chain, int delta) {
-  PrefixHash key = 0;
-  if (!GroupKey(chain, 0, key)) return;
-  if (delta > 0) {
-    ++*waiting_.Insert(key, 0).first;
-    return;
+  for (size_t d = 0; d < kDepths; ++d) {
+    PrefixHash key = 0;
+    if (!GroupKey(chain, d, key)) return;
+    if (delta > 0) {
+      ++*waiting_.Insert(key, 0).first;
+      continue;
+    }
+    // Groups whose last waiting request left are forgotten: the map holds the groups waiting
+    // now, not every group a long run has seen.
+    uint32_t* count = waiting_.Find(key);
+    if (count == nullptr) continue;
+    if (--*count == 0) waiting_.Erase(key);
   }
-  // Groups whose last waiting request left are forgotten: the map holds the groups waiting now,
-  // not every group a long run has seen.
-  uint32_t* count = waiting_.Find(key);
-  if (count == nullptr) return;
-  if (--*count == 0) waiting_.Erase(key);
 }
 
 // BatchShapeTracker.

@@ -21,9 +21,11 @@
 //     the largest, the leading blocks of its newest member that at least `count` batch requests
 //     hold (Source::HeldPrefixBlocks); each later member shrinks it to what that member's chain
 //     shares with the group's. candidate_in: the candidate's key at that depth is the group's.
-//     At the first depth also `waiting`: requests waiting with the group's key, counted across
-//     rounds from the caller's Waiting(+1/-1) calls (arrival, preemption / admission, cancel);
-//     0 for a caller that does not make them (the vLLM plugin today).
+//     `waiting`: requests waiting with the group's key, counted at every depth across rounds
+//     from the caller's Waiting(+1/-1) calls (arrival, preemption / admission, cancel; the
+//     simulator and the vLLM plugin's queue make them); 0 for a caller that does not. `nested`:
+//     the group lies within the first depth's largest group (its members' first-depth key is
+//     that group's; always true at the first depth).
 //
 // Requests are read through a block-hash chain (hash i covers blocks [0, i]; equal hashes name
 // equal prefixes) and a Source that says which leading blocks are physically shared.
@@ -104,8 +106,9 @@ class BatchShape {
   [[nodiscard]] uint32_t block_tokens() const { return block_tokens_; }
   [[nodiscard]] uint64_t kv_tokens() const { return kv_tokens_; }
 
-  // Waiting requests by group key at the first depth, kept across rounds (Clear keeps them): a
-  // request starts waiting (+1: arrival, preemption) or stops (-1: admission, cancellation).
+  // Waiting requests by group key at every depth the chain reaches, kept across rounds (Clear
+  // keeps them): a request starts waiting (+1: arrival, preemption) or stops (-1: admission,
+  // cancellation). O(depths) hash probes.
   void Waiting(ChainView chain, int delta);
 
  private:
@@ -127,7 +130,8 @@ class BatchShape {
   RequestId front_ = kNoRequest;        // the batch's first request
   std::array<Group, kDepths> groups_{};
   std::array<FlatHashMap<PrefixHash, uint32_t>, kDepths> counts_;
-  FlatHashMap<PrefixHash, uint32_t> waiting_;  // first depth's key -> waiting requests
+  // Group key (any depth: a chain hash names its length too) -> waiting requests.
+  FlatHashMap<PrefixHash, uint32_t> waiting_;
 };
 
 // BatchShape over chains it owns (see the file comment for where it differs from the simulator).

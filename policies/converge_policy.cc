@@ -42,16 +42,29 @@ std::optional<double> ConvergePolicy::MixedRate(
   return static_cast<double>(big) / t;
 }
 
+bool ConvergePolicy::Deepen(const StopContext& c) {
+  // Rule 1b (converge_policy.h): the deepest group of the batch that can cascade, lies within
+  // the first depth's largest group and has waiting peers; a candidate outside it is skipped.
+  if (c.largest_groups[0].requests < kCascadeMinRequests || !c.largest_groups[0].candidate_in) {
+    return false;
+  }
+  for (size_t d = c.largest_groups.size(); d-- > 1;) {
+    const StopContext::PrefixGroup& g = c.largest_groups[d];
+    if (g.requests < kCascadeMinRequests || !g.nested || g.waiting == 0) continue;
+    return !g.candidate_in;
+  }
+  return false;
+}
+
 StopDecision ConvergePolicy::Decide(const StopContext& c) {
   const uint32_t n = c.batch_size;
   if (n == 0 || c.waiting < kMinBacklogRequests) return StopDecision::kAdd;
   static_assert(StopContext::kPrefixGroupDepths[0] == kCascadeMinPrefixTokens);
   const StopContext::PrefixGroup& g = c.largest_groups[0];
   const bool homogeneous = c.batch_common_prefix_tokens >= kCascadeMinPrefixTokens;
-  if (homogeneous && c.candidate_common_prefix_tokens >= kCascadeMinPrefixTokens) {
-    return StopDecision::kAdd;
-  }
-  if (!homogeneous && (g.candidate_in || g.requests < kCascadeMinRequests)) return StopDecision::kAdd;
+  const bool add = homogeneous ? c.candidate_common_prefix_tokens >= kCascadeMinPrefixTokens
+                               : g.candidate_in || g.requests < kCascadeMinRequests;
+  if (add) return Deepen(c) ? StopDecision::kSkip : StopDecision::kAdd;
   // Rule 2 (a homogeneous batch: Stop) or 3 (a mixed one, converging to G: Skip, so that the
   // round goes on to G's waiting peers), unless the gate opens: the batch kept to its group,
   // refilled from the group's waiting requests, decoding with cascade, against the mixed batch

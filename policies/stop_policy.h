@@ -73,7 +73,8 @@ struct StopContext {
     uint32_t requests = 0;
     uint32_t prefix_tokens = 0;
     bool candidate_in = false;
-    uint32_t waiting = 0;  // waiting requests with the group's key (depth 256 only; 0 = not told)
+    uint32_t waiting = 0;  // waiting requests with the group's key (0 = none or not told)
+    bool nested = false;   // its requests are of the first depth's largest group
   };
   static constexpr std::array<uint32_t, 7> kPrefixGroupDepths = {256,  512,  1024, 2048,
                                                                   4096, 8192, 16384};

@@ -205,7 +205,11 @@ void BindStopPolicies(nb::module_& m) {
       .def_ro("prefix_tokens", &StopContext::PrefixGroup::prefix_tokens,
               "Leading tokens all of them share.")
       .def_ro("candidate_in", &StopContext::PrefixGroup::candidate_in,
-              "Whether the candidate belongs to it.");
+              "Whether the candidate belongs to it.")
+      .def_ro("waiting", &StopContext::PrefixGroup::waiting,
+              "Waiting requests with the group's key (0: none, or not told).")
+      .def_ro("nested", &StopContext::PrefixGroup::nested,
+              "Whether it lies within the first depth's largest group.");
 
   nb::class_<StepFeedback>(m, "StepFeedback",
                            "What an executed engine step reports back to the policy.")

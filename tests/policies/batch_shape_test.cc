@@ -113,6 +113,7 @@ Expected BruteForce(const std::vector<const Req*>& batch, size_t running,
   c.candidate_cached_tokens = candidate_cached;
   c.candidate_common_prefix_tokens = e.after;
   const std::vector<uint32_t> blocks = Blocks();
+  PrefixHash first_key = 0;  // the first depth's largest group's key
   for (size_t d = 0; d < blocks.size(); ++d) {
     const uint32_t b = blocks[d];
     // Replay the batch: after each member, recount every key from scratch; the largest is the
@@ -147,6 +148,8 @@ Expected BruteForce(const std::vector<const Req*>& batch, size_t running,
     }
     g.prefix_tokens = static_cast<uint32_t>(shared) * kBlock;
     g.candidate_in = candidate.chain.size() >= b && candidate.chain[b - 1] == best_key;
+    if (d == 0) first_key = best_key;
+    g.nested = d == 0 || m.chain[blocks[0] - 1] == first_key;
   }
   return e;
 }
@@ -165,6 +168,7 @@ void ExpectSameShape(const StopContext& got, const StopContext& want, const std:
         << where << " d" << d;
     EXPECT_EQ(got.largest_groups[d].candidate_in, want.largest_groups[d].candidate_in)
         << where << " d" << d;
+    EXPECT_EQ(got.largest_groups[d].nested, want.largest_groups[d].nested) << where << " d" << d;
   }
 }
 
@@ -289,7 +293,7 @@ TEST(BatchShapeTrackerTest, TwoGroupsByHand) {
   tracker.BeginRound(std::vector<uint32_t>{400, 400});
   tracker.Fill(c, 5, cand, 400, 320, 99);
   EXPECT_EQ(c.largest_groups[0].waiting, 1u);
-  EXPECT_EQ(c.largest_groups[1].waiting, 0u);  // counted at the first depth only
+  EXPECT_EQ(c.largest_groups[1].waiting, 0u);  // B's 24 blocks do not reach the second depth
   // Never below zero.
   tracker.Waiting(chain(2, 20, 7), -1);
   tracker.Waiting(chain(2, 20, 7), -1);
@@ -299,6 +303,58 @@ TEST(BatchShapeTrackerTest, TwoGroupsByHand) {
   tracker.Waiting(chain(2, 20, 7), +1);
   tracker.Fill(c, 5, cand, 400, 320, 99);
   EXPECT_EQ(c.largest_groups[0].waiting, 1u);
+}
+
+TEST(BatchShapeTrackerTest, DeeperGroupsCountTheirWaitingAndSayWhetherTheyAreNested) {
+  // A radix tree: branch X (16 blocks = 256 tokens) with leaves X0 and X1 (16 more blocks each),
+  // and branch Y with leaf Y0. Depth 256 keys the branch, depth 512 the leaf.
+  auto chain = [](uint64_t branch, uint64_t leaf, uint64_t own) {
+    std::vector<PrefixHash> c;
+    PrefixHash h = 0;
+    for (uint32_t i = 0; i < 16; ++i) c.push_back(h = Mix(h, branch * 100 + i));
+    for (uint32_t i = 0; i < 16; ++i) c.push_back(h = Mix(h, leaf * 1000 + i));
+    for (uint32_t i = 0; i < 2; ++i) c.push_back(h = Mix(h, own * 100000 + i));
+    return c;
+  };
+  BatchShapeTracker tracker(kBlock);
+  // The batch: three of X (two of leaf X0, one of X1) and two of Y0. X is the largest branch and
+  // X0 the largest leaf, within X; the candidate is of X1.
+  tracker.Enter(0, chain(1, 10, 0));
+  tracker.Enter(1, chain(2, 20, 1));
+  tracker.Enter(2, chain(1, 10, 2));
+  tracker.Enter(3, chain(2, 20, 3));
+  tracker.Enter(4, chain(1, 11, 4));
+  tracker.Waiting(chain(1, 10, 5), +1);
+  tracker.Waiting(chain(1, 10, 6), +1);
+  tracker.Waiting(chain(1, 11, 7), +1);
+  tracker.Waiting(chain(2, 20, 8), +1);
+  tracker.BeginRound(std::vector<uint32_t>(5, 544));
+  StopContext c;
+  const std::vector<PrefixHash> cand = chain(1, 11, 9);
+  tracker.Fill(c, 9, cand, 544, 512, 99);
+  EXPECT_EQ(c.largest_groups[0].requests, 3u);
+  EXPECT_TRUE(c.largest_groups[0].candidate_in);
+  EXPECT_TRUE(c.largest_groups[0].nested);
+  EXPECT_EQ(c.largest_groups[0].waiting, 3u);  // X: two of X0, one of X1
+  EXPECT_EQ(c.largest_groups[1].requests, 2u);  // X0
+  EXPECT_FALSE(c.largest_groups[1].candidate_in);
+  EXPECT_TRUE(c.largest_groups[1].nested);
+  EXPECT_EQ(c.largest_groups[1].waiting, 2u);
+  // Y0 grows to the largest leaf while X stays the largest branch: no longer nested.
+  tracker.Enter(5, chain(2, 20, 10));
+  tracker.Enter(6, chain(1, 12, 11));
+  tracker.Enter(7, chain(1, 13, 12));
+  tracker.BeginRound(std::vector<uint32_t>(8, 544));
+  tracker.Fill(c, 9, cand, 544, 512, 99);
+  EXPECT_EQ(c.largest_groups[0].requests, 5u);  // X
+  EXPECT_EQ(c.largest_groups[1].requests, 3u);  // Y0
+  EXPECT_FALSE(c.largest_groups[1].nested);
+  EXPECT_EQ(c.largest_groups[1].waiting, 1u);
+  // Admissions leave the count at every depth; the last one forgets the key.
+  tracker.Waiting(chain(2, 20, 8), -1);
+  tracker.Fill(c, 9, cand, 544, 512, 99);
+  EXPECT_EQ(c.largest_groups[1].waiting, 0u);
+  EXPECT_EQ(c.largest_groups[0].waiting, 3u);
 }
 
 }  // namespace

@@ -765,6 +765,39 @@ TEST(ConvergePolicy, AMixedBatchConvergesToItsLargestGroup) {
   }
 }
 
+TEST(ConvergePolicy, KeepsToTheDeepestGroupThatHasPeersWaiting) {
+  // Rule 1b: a batch of one 2,000-token branch whose largest leaf (4,000 tokens, depth 2048)
+  // has peers waiting passes over a candidate of the sibling leaf; it admits one of the leaf,
+  // or the sibling once no peer of the leaf waits. Gated or not, before any fit.
+  for (const bool gated : {true, false}) {
+    ConvergePolicy policy(gated);
+    const uint32_t w = ConvergePolicy::kMinBacklogRequests;
+    const uint32_t m = kCascadeMinRequests;
+    auto context = [&](uint32_t batch_prefix, bool in_leaf, bool nested, uint32_t leaf_waiting,
+                       uint32_t leaf_requests) {
+      StopContext c = ShapeContext(100, w, batch_prefix, 2000, {100, 2000, true, 300, true});
+      c.largest_groups[3] = {leaf_requests, 4000, in_leaf, leaf_waiting, nested};
+      return c;
+    };
+    EXPECT_EQ(policy.Decide(context(2000, false, true, 40, m)), kSkip);
+    EXPECT_EQ(policy.Decide(context(2000, true, true, 40, m)), kAdd);
+    EXPECT_EQ(policy.Decide(context(2000, false, true, 0, m)), kAdd);       // no peer waits
+    EXPECT_EQ(policy.Decide(context(2000, false, false, 40, m)), kAdd);     // not within G
+    EXPECT_EQ(policy.Decide(context(2000, false, true, 40, m - 1)), kAdd);  // too small
+    // The same in a mixed batch whose largest group G (the branch) holds the candidate.
+    EXPECT_EQ(policy.Decide(context(0, false, true, 40, m)), kSkip);
+    EXPECT_EQ(policy.Decide(context(0, true, true, 40, m)), kAdd);
+    // The deepest qualifying group decides: a deeper one that holds the candidate admits it.
+    StopContext deeper = context(2000, false, true, 40, m);
+    deeper.largest_groups[4] = {m, 5000, true, 5, true};
+    EXPECT_EQ(policy.Decide(deeper), kAdd);
+    // No backlog: admit.
+    StopContext idle = context(2000, false, true, 40, m);
+    idle.waiting = w - 1;
+    EXPECT_EQ(policy.Decide(idle), kAdd);
+  }
+}
+
 // The gate, on a fit trained on an exact law with one price per KV read, t = 10 + 0.1·n + 1e-5·T
 // ms (T the tokens read): a homogeneous batch of n = 40 requests of 5,250 tokens over a
 // 5,000-token prefix.
