@@ -102,9 +102,8 @@
 // faster one by a small margin (groups-50: 0.94-0.97x the oracle). The kept batch assumes G's
 // waiting peers join at once; the skip lets them join, but where more than kMaxSkipsPerRound
 // proposals of other groups come before them in the CHT's order the round still ends on a Stop
-// (radix-2: a mixed batch of the two top-level branches, the other branch's leaf in the batch
-// missing fewer chunks than G's peers of a leaf not in it; 0.94-0.97x the oracle on seeds 1-3,
-// where it was 0.94-1.01x without the skip: that scenario moves with any change of order).
+// (radix-2 was thought to be that case, 0.94-0.97x the oracle on seeds 1-3; its steps showed a
+// batch of one branch alternating between the branch's two leaves instead, which rule 1b fixed).
 // Pricing the kept batch in a mixed one without its peers (as G alone) was measured and is far
 // worse (8 of 18 suite scenarios missed on seed 1: default 0.96x FCFS, radix-2 0.78x the oracle).
 // A skip was first tried on 2026-11-25, against the gate of that day (open only once the repeated

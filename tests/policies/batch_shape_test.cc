@@ -335,7 +335,7 @@ TEST(BatchShapeTrackerTest, DeeperGroupsCountTheirWaitingAndSayWhetherTheyAreNes
   EXPECT_EQ(c.largest_groups[0].requests, 3u);
   EXPECT_TRUE(c.largest_groups[0].candidate_in);
   EXPECT_TRUE(c.largest_groups[0].nested);
-  EXPECT_EQ(c.largest_groups[0].waiting, 3u);  // X: two of X0, one of X1
+  EXPECT_EQ(c.largest_groups[0].waiting, 3u);   // X: two of X0, one of X1
   EXPECT_EQ(c.largest_groups[1].requests, 2u);  // X0
   EXPECT_FALSE(c.largest_groups[1].candidate_in);
   EXPECT_TRUE(c.largest_groups[1].nested);
