@@ -24,8 +24,8 @@
 //      go to G's peers only, so the batch converges to G and qualifies for cascade once the
 //      others finish)
 //   4. otherwise                                             → Add
-// and before either Add of 1 or 4 (a candidate that keeps a homogeneous batch cascade-worthy, or
-// one of G in a mixed batch):
+// and before the Add of 4 (a candidate that keeps a homogeneous batch cascade-worthy, or one of G
+// in a mixed batch):
 //   1b. deepen: the batch's deepest prefix group (kPrefixGroupDepths: requests sharing their
 //      first 512 ... 16K tokens) that holds at least kCascadeMinRequests requests, lies within
 //      G and has waiting peers (PrefixGroup::nested, ::waiting), and the candidate is not of
