@@ -46,6 +46,7 @@
 #include <cstdlib>
 #include <memory>
 #include <numeric>
+#include <optional>
 #include <string>
 #include <thread>
 #include <vector>
@@ -412,6 +413,32 @@ BENCHMARK(BM_PagedDecode)
     ->UseRealTime()
     ->Unit(benchmark::kMillisecond);
 
+// The nearest-rank q-quantile of v.
+double Quantile(std::vector<double> v, double q) {
+  std::sort(v.begin(), v.end());
+  return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
+}
+
+// BM_PagedDecode's non-shared batch at `threads`, decoded once and checked against the
+// reference; nullopt (and the benchmark skipped as verify_failed) when it differs.
+struct HeadlineDecode {
+  DecodeSetup* setup;
+  DecodeAttentionParams params;
+  size_t logical_bytes;  // Σ over requests of their whole KV
+};
+std::optional<HeadlineDecode> PrepareHeadlineDecode(benchmark::State& state, KvDtype dtype,
+                                                    int threads, DecodeWorkspace& workspace) {
+  DecodeSetup& setup = CachedDecodeSetup(DecodeShape{dtype, 256, 0, 0, 4096});
+  DecodeAttentionParams p = DecodeParamsOf(setup, threads);
+  PagedDecodeAttention(p, workspace);
+  if (!VerifyDecodeRows(p, 2)) {
+    state.SkipWithError("verify_failed");
+    return std::nullopt;
+  }
+  const size_t logical = size_t{p.kv.batch_size} * setup.kv_end * KvBytesPerToken(p.kv.layout);
+  return HeadlineDecode{&setup, p, logical};
+}
+
 // The headline decode figure as a fraction of the probe, measured in pairs: each iteration runs
 // one probe pass (2 threads, one stream each, as ReadBandwidth/threads:2/streams:1) and, right
 // after it, one decode pass over BM_PagedDecode's non-shared batch, and takes the ratio of their
@@ -431,15 +458,15 @@ void BM_DecodeOfProbe(benchmark::State& state) {
   const auto threads = static_cast<int>(state.range(1));
   const size_t prefetch_before = DecodePrefetchBytes();
   if (state.range(3) > 0) SetDecodePrefetchBytes(static_cast<size_t>(state.range(3)) << 10);
-  DecodeSetup& setup = CachedDecodeSetup(DecodeShape{dtype, 256, 0, 0, 4096});
-  DecodeAttentionParams p = DecodeParamsOf(setup, threads);
   DecodeWorkspace workspace;
-  PagedDecodeAttention(p, workspace);
-  if (!VerifyDecodeRows(p, 2)) {
-    state.SkipWithError("verify_failed");
+  const std::optional<HeadlineDecode> decode =
+      PrepareHeadlineDecode(state, dtype, threads, workspace);
+  if (!decode) {
+    SetDecodePrefetchBytes(prefetch_before);
     return;
   }
-  const size_t logical = size_t{p.kv.batch_size} * setup.kv_end * KvBytesPerToken(p.kv.layout);
+  const DecodeAttentionParams& p = decode->params;
+  const size_t logical = decode->logical_bytes;
   std::vector<double> ratios, probe_rates;
   using Clock = std::chrono::steady_clock;
   for (auto _ : state) {
@@ -457,15 +484,11 @@ void BM_DecodeOfProbe(benchmark::State& state) {
     ratios.push_back(static_cast<double>(logical) / decode_s / probe_rate);
   }
   ReportDecode(state, logical, logical);
-  const auto quantile = [](std::vector<double> v, double q) {
-    std::sort(v.begin(), v.end());
-    return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
-  };
-  state.counters["of_probe"] = quantile(ratios, 0.5);
-  state.counters["of_probe_p10"] = quantile(ratios, 0.1);
-  state.counters["of_probe_p90"] = quantile(ratios, 0.9);
+  state.counters["of_probe"] = Quantile(ratios, 0.5);
+  state.counters["of_probe_p10"] = Quantile(ratios, 0.1);
+  state.counters["of_probe_p90"] = Quantile(ratios, 0.9);
   state.counters["probe_Bps"] = benchmark::Counter(
-      quantile(probe_rates, 0.5), benchmark::Counter::kDefaults, benchmark::Counter::kIs1024);
+      Quantile(probe_rates, 0.5), benchmark::Counter::kDefaults, benchmark::Counter::kIs1024);
   state.SetLabel("verify=ok isa=" + IsaName() +
                  " prefetch=" + std::to_string(DecodePrefetchBytes() >> 10) + "KiB");
   SetDecodePrefetchBytes(prefetch_before);
@@ -545,15 +568,13 @@ void BM_DecodeOfWalk(benchmark::State& state) {
   const auto dtype = static_cast<KvDtype>(state.range(0));
   const auto threads = static_cast<int>(state.range(1));
   const auto pattern = static_cast<int>(state.range(2));
-  DecodeSetup& setup = CachedDecodeSetup(DecodeShape{dtype, 256, 0, 0, 4096});
-  DecodeAttentionParams p = DecodeParamsOf(setup, threads);
   DecodeWorkspace workspace;
-  PagedDecodeAttention(p, workspace);
-  if (!VerifyDecodeRows(p, 2)) {
-    state.SkipWithError("verify_failed");
-    return;
-  }
-  const size_t logical = size_t{p.kv.batch_size} * setup.kv_end * KvBytesPerToken(p.kv.layout);
+  const std::optional<HeadlineDecode> headline =
+      PrepareHeadlineDecode(state, dtype, threads, workspace);
+  if (!headline) return;
+  const DecodeSetup& setup = *headline->setup;
+  const DecodeAttentionParams& p = headline->params;
+  const size_t logical = headline->logical_bytes;
   std::vector<double> walk_of_probe, decode_of_walk, decode_of_probe;
   using Clock = std::chrono::steady_clock;
   const auto seconds = [](Clock::time_point from, Clock::time_point to) {
@@ -577,17 +598,13 @@ void BM_DecodeOfWalk(benchmark::State& state) {
     decode_of_probe.push_back(decode / probe);
   }
   ReportDecode(state, logical, logical);
-  const auto quantile = [](std::vector<double> v, double q) {
-    std::sort(v.begin(), v.end());
-    return v[static_cast<size_t>(q * static_cast<double>(v.size() - 1) + 0.5)];
-  };
   for (const auto& [name, values] :
        {std::pair<const char*, const std::vector<double>&>{"walk_of_probe", walk_of_probe},
         {"decode_of_walk", decode_of_walk},
         {"of_probe", decode_of_probe}}) {
-    state.counters[name] = quantile(values, 0.5);
-    state.counters[std::string(name) + "_p10"] = quantile(values, 0.1);
-    state.counters[std::string(name) + "_p90"] = quantile(values, 0.9);
+    state.counters[name] = Quantile(values, 0.5);
+    state.counters[std::string(name) + "_p10"] = Quantile(values, 0.1);
+    state.counters[std::string(name) + "_p90"] = Quantile(values, 0.9);
   }
   state.SetLabel("verify=ok isa=" + IsaName() +
                  " prefetch=" + std::to_string(DecodePrefetchBytes() >> 10) + "KiB");
