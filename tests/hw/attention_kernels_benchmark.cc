@@ -273,16 +273,18 @@ struct DecodeShape {
   uint32_t groups;  // 0: no sharing
   uint32_t prefix_tokens;
   uint32_t suffix_tokens;
+  uint32_t kv_heads = 2;  // query heads: 4 per kv head
+  uint32_t head_dim = 64;
   bool operator==(const DecodeShape&) const = default;
 };
 
 std::unique_ptr<DecodeSetup> BuildDecodeSetup(const DecodeShape& shape) {
-  constexpr uint32_t kKvHeads = 2, kHeadDim = 64;
   auto setup = std::make_unique<DecodeSetup>();
+  setup->num_heads = 4 * shape.kv_heads;
   const uint32_t prefix_blocks = shape.prefix_tokens / kBlockTokens;
   const uint32_t own_blocks = (shape.suffix_tokens + kBlockTokens - 1) / kBlockTokens;
   const uint32_t total_blocks = shape.groups * prefix_blocks + shape.requests * own_blocks;
-  setup->pools = MakePools(total_blocks, kKvHeads, kHeadDim, shape.dtype);
+  setup->pools = MakePools(total_blocks, shape.kv_heads, shape.head_dim, shape.dtype);
   std::vector<uint32_t> order(total_blocks);
   std::iota(order.begin(), order.end(), 0u);
   Rng rng(42);
@@ -317,9 +319,9 @@ std::unique_ptr<DecodeSetup> BuildDecodeSetup(const DecodeShape& shape) {
   setup->groups = shape.groups;
   setup->prefix_tokens = shape.prefix_tokens;
   const size_t heads_total = size_t{shape.requests} * setup->num_heads;
-  setup->q.resize(heads_total * kHeadDim);
+  setup->q.resize(heads_total * shape.head_dim);
   for (float& x : setup->q) x = static_cast<float>(rng.NextDouble() * 2 - 1);
-  setup->out.resize(heads_total * kHeadDim);
+  setup->out.resize(heads_total * shape.head_dim);
   setup->lse.resize(heads_total);
   return setup;
 }
@@ -426,9 +428,13 @@ struct HeadlineDecode {
   DecodeAttentionParams params;
   size_t logical_bytes;  // Σ over requests of their whole KV
 };
+// wide: 64 requests of Llama-3-8B's attention shape instead (8 kv heads, head dim 128: a block's
+// K is 8 tiles end to end, 32 KiB in bf16), as much KV.
 std::optional<HeadlineDecode> PrepareHeadlineDecode(benchmark::State& state, KvDtype dtype,
-                                                    int threads, DecodeWorkspace& workspace) {
-  DecodeSetup& setup = CachedDecodeSetup(DecodeShape{dtype, 256, 0, 0, 4096});
+                                                    int threads, DecodeWorkspace& workspace,
+                                                    bool wide = false) {
+  DecodeSetup& setup = CachedDecodeSetup(wide ? DecodeShape{dtype, 64, 0, 0, 4096, 8, 128}
+                                              : DecodeShape{dtype, 256, 0, 0, 4096});
   DecodeAttentionParams p = DecodeParamsOf(setup, threads);
   PagedDecodeAttention(p, workspace);
   if (!VerifyDecodeRows(p, 2)) {
@@ -561,7 +567,8 @@ size_t WalkDecodeBlocks(const DecodeSetup& setup, size_t threads, int pattern) {
 //   walk_of_probe: the walk's rate over the probe's (medians of per-iteration ratios; p10-p90);
 //   decode_of_walk: the decode's rate over the walk's;
 //   of_probe: the decode's over the probe's, as BM_DecodeOfProbe.
-// Args: dtype, threads, pattern (WalkDecodeBlocks), isa (as BM_DecodeOfProbe).
+// Args: dtype, threads, pattern (WalkDecodeBlocks), isa (as BM_DecodeOfProbe), wide (1: the
+// Llama-3-8B shape of PrepareHeadlineDecode, 4 KiB bf16 tiles in 32 KiB runs).
 void BM_DecodeOfWalk(benchmark::State& state) {
   const ScopedIsa isa(state, 3);
   if (state.error_occurred()) return;
@@ -570,7 +577,7 @@ void BM_DecodeOfWalk(benchmark::State& state) {
   const auto pattern = static_cast<int>(state.range(2));
   DecodeWorkspace workspace;
   const std::optional<HeadlineDecode> headline =
-      PrepareHeadlineDecode(state, dtype, threads, workspace);
+      PrepareHeadlineDecode(state, dtype, threads, workspace, state.range(4) != 0);
   if (!headline) return;
   const DecodeSetup& setup = *headline->setup;
   const DecodeAttentionParams& p = headline->params;
@@ -610,8 +617,9 @@ void BM_DecodeOfWalk(benchmark::State& state) {
                  " prefetch=" + std::to_string(DecodePrefetchBytes() >> 10) + "KiB");
 }
 BENCHMARK(BM_DecodeOfWalk)
-    ->ArgNames({"bf16", "threads", "pattern", "isa"})
-    ->ArgsProduct({{0, 1}, {1, 2}, {0, 1, 2}, {0}})
+    ->ArgNames({"bf16", "threads", "pattern", "isa", "wide"})
+    ->ArgsProduct({{0, 1}, {1, 2}, {0, 1, 2}, {0}, {0}})
+    ->ArgsProduct({{0, 1}, {2}, {2}, {0}, {1}})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
