@@ -90,16 +90,13 @@ uint32_t BatchShape::Fill(StopContext& context, RequestId id, uint32_t sequence_
     PrefixHash key = 0;
     const bool has_key = GroupKey(chain, d, key);
     const Group& g = groups_[d];
-    context.largest_groups[d] = {g.requests, g.prefix_tokens,
-                                 g.requests > 0 && has_key && key == g.key, 0};
-  }
-  for (size_t d = 0; d < kDepths; ++d) {
-    const Group& g = groups_[d];
+    StopContext::PrefixGroup& out = context.largest_groups[d];
+    out = {g.requests, g.prefix_tokens, g.requests > 0 && has_key && key == g.key, 0, false};
     if (g.requests == 0) continue;
-    if (const uint32_t* w = waiting_.Find(g.key)) context.largest_groups[d].waiting = *w;
+    if (const uint32_t* w = waiting_.Find(g.key)) out.waiting = *w;
     // Nested in the first depth's largest group: its member's key there is that group's.
     PrefixHash first = 0;
-    context.largest_groups[d].nested =
+    out.nested =
         d == 0 || (GroupKey(source.ChainOf(g.member), 0, first) && first == groups_[0].key);
   }
   return after;
