@@ -321,6 +321,7 @@ void ReadWorkload(MapReader& root, Scenario& s, const std::string& base_dir) {
     t.Real("time_scale", spec.trace.time_scale, 0, 1e6, true);
     t.Integer("limit", spec.trace.limit, 0, kHardMaxRequests);
     t.Integer("block_tokens", spec.trace.block_tokens, 1, 1 << 20);
+    t.Bool("closed_loop", spec.trace.closed_loop);
     if (spec.trace.path.empty()) {
       t.problems().Add(*trace, "workload.trace.path", "missing: the trace file to replay");
     } else {
@@ -690,7 +691,8 @@ nlohmann::ordered_json ScenarioToJson(const Scenario& s) {
     workload["trace"] = {{"path", w.trace.path},
                          {"time_scale", w.trace.time_scale},
                          {"limit", w.trace.limit},
-                         {"block_tokens", w.trace.block_tokens}};
+                         {"block_tokens", w.trace.block_tokens},
+                         {"closed_loop", w.trace.closed_loop}};
   }
   const StopPolicyOptions& o = s.stop_options;
   J scheduler = {{"selector", s.selector}, {"stop", s.stop}};

@@ -147,6 +147,13 @@ Simulator::Simulator(const ServingConfig& config, const Workload& workload,
   // Block-hash chains of every prompt, computed once (vLLM hashes on arrival too); a shared
   // prefix's hashes once for all the requests that share it.
   chains_ = PromptChains(workload.prompts, config.block_tokens);
+  if (!workload.predecessor.empty()) {
+    FEATHER_CHECK(workload.predecessor.size() == n, "one predecessor entry per request");
+    held_first_.assign(n, kNoRequest);
+    held_last_.assign(n, kNoRequest);
+    held_next_.assign(n, kNoRequest);
+    released_.reserve(n);
+  }
   running_.reserve(config.max_num_seqs);
   plan_requests_.reserve(config.max_num_seqs);
   decode_requests_.reserve(config.max_num_seqs);
@@ -196,21 +203,59 @@ void Simulator::Reject(const UnservableRequest& rejected) {
   ReleaseResumeChain(rejected.id);
   unservable_.push_back(rejected);
   ++rejected_;
+  ReleaseSuccessors(rejected.id);
 }
 
 void Simulator::DeliverArrivals() {
+  const bool closed = !workload_.predecessor.empty();
   while (next_arrival_ < workload_.size() && workload_.arrival_ns[next_arrival_] <= now_ns_) {
     const auto id = static_cast<RequestId>(next_arrival_++);
-    if (next_arrival_ == workload_.size()) last_arrived_ = true;
-    if (const std::optional<UnservableRequest> rejected = UnservableOnArrival(id)) {
-      Reject(*rejected);  // never reaches the selector, as vLLM refuses it in add_request
+    const RequestId pred = closed ? workload_.predecessor[id] : kNoRequest;
+    if (pred != kNoRequest && state_[pred].phase != Phase::kFinished &&
+        state_[pred].phase != Phase::kRejected) {
+      // Its user has not read the answer it continues: it waits on its predecessor.
+      held_next_[id] = kNoRequest;
+      if (held_first_[pred] == kNoRequest) {
+        held_first_[pred] = id;
+      } else {
+        held_next_[held_last_[pred]] = id;
+      }
+      held_last_[pred] = id;
+      ++held_;
       continue;
     }
-    state_[id].phase = Phase::kWaiting;
-    const RequestInfo info{id, workload_.prompts.Prompt(id), workload_.prompts.group[id]};
-    Timed([&] { selector_.OnArrival(info); });
-    CountWaiting(id, +1);
+    Deliver(id);
   }
+  // Released after the arrivals above: a predecessor finishes at the end of the step that
+  // brought now_ns_ here, after any trace arrival that step spanned.
+  // By index: a refused request releases its own successors onto the list, to arrive now too.
+  for (size_t k = 0; k < released_.size(); ++k) {
+    const RequestId id = released_[k];
+    records_.requests[id].arrival_ns = now_ns_;
+    --held_;
+    Deliver(id);
+  }
+  released_.clear();
+  if (next_arrival_ == workload_.size() && held_ == 0) last_arrived_ = true;
+}
+
+void Simulator::Deliver(RequestId id) {
+  if (const std::optional<UnservableRequest> rejected = UnservableOnArrival(id)) {
+    Reject(*rejected);  // never reaches the selector, as vLLM refuses it in add_request
+    return;
+  }
+  state_[id].phase = Phase::kWaiting;
+  const RequestInfo info{id, workload_.prompts.Prompt(id), workload_.prompts.group[id]};
+  Timed([&] { selector_.OnArrival(info); });
+  CountWaiting(id, +1);
+}
+
+void Simulator::ReleaseSuccessors(RequestId id) {
+  if (held_first_.empty()) return;
+  for (RequestId next = held_first_[id]; next != kNoRequest; next = held_next_[next]) {
+    released_.push_back(next);
+  }
+  held_first_[id] = held_last_[id] = kNoRequest;
 }
 
 void Simulator::CacheOutputBlocks(RequestId id) {
@@ -478,6 +523,7 @@ void Simulator::FinishRequest(RequestId id) {
   records_.requests[id].finish_ns = now_ns_;
   sglang_.set_batch_is_full(false);  // the running batch shrank (SGLang only reads it)
   ++finished_;
+  ReleaseSuccessors(id);
 }
 
 int64_t Simulator::DecodeStepNs(const BatchPlan& plan, const StepTiming& timing) {
@@ -599,6 +645,9 @@ std::optional<SchedulePlan> Simulator::Schedule() {
     if (config_.max_steps > 0 && records_.steps.size() >= config_.max_steps) break;
     DeliverArrivals();
     if (running_.empty() && selector_.NumWaiting() == 0) {
+      // A held request's predecessor has arrived (a lower id) and not finished, so it waits or
+      // runs: an idle server holds none.
+      FEATHER_CHECK(held_ == 0, "closed-loop requests held while the server is idle");
       if (next_arrival_ >= total) break;  // nothing left (cannot happen with consistent counts)
       now_ns_ = std::max(now_ns_, workload_.arrival_ns[next_arrival_]);
       continue;
@@ -692,7 +741,9 @@ RunSummary Simulator::Summarize() const {
   summary.evictions = kv_.evictions();
   const int64_t start_ns = workload_.size() > 0 ? workload_.arrival_ns.front() : 0;
   summary.duration_s = NsToS(now_ns_ - start_ns);
-  const int64_t last_arrival_ns = workload_.size() > 0 ? workload_.arrival_ns.back() : 0;
+  // The last arrival as the run saw it: a closed-loop replay moves held requests later.
+  int64_t last_arrival_ns = workload_.size() > 0 ? workload_.arrival_ns.back() : 0;
+  for (const RequestRecord& r : records_.requests) last_arrival_ns = std::max(last_arrival_ns, r.arrival_ns);
   summary.arrival_span_s = NsToS(last_arrival_ns - start_ns);
   summary.waiting_at_last_arrival = waiting_at_last_arrival_;
   summary.overloaded = IsOverloaded(summary.requests, summary.arrival_span_s, last_arrived_,

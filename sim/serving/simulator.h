@@ -19,6 +19,10 @@
 //      requests alone would take (Engine::PriceDecodeOnly), so that the prefill of a newly
 //      admitted prompt does not read as a slow step.
 // Time only advances by scheduler time and step time, or jumps to the next arrival when idle.
+// A closed-loop workload (Workload::predecessor, from `workload.trace.closed_loop`) holds a
+// request whose trace time has come until its predecessor finishes (or is refused); it arrives
+// then, and its RequestRecord::arrival_ns says when, so TTFT counts from the moment its user
+// could have sent it.
 //
 // With `serving.engine: sglang` steps 2 and 3 follow SGLang instead (sglang_batcher.h): a step is
 // a prefill batch formed by SGLang's PrefillAdder from the selector's order, or, when none forms,
@@ -173,6 +177,11 @@ class Simulator {
   // serving.warm_prefix_cache: caches every prompt's shared head (its full blocks) before time 0.
   void WarmPrefixCache();
   void DeliverArrivals();
+  // One request enters the waiting queue now (or is refused, as vLLM's add_request does).
+  void Deliver(RequestId id);
+  // Closed-loop replay (Workload::predecessor): the requests held for `id` arrive now, as it
+  // finished or was refused.
+  void ReleaseSuccessors(RequestId id);
   // Step 2; returns true when a preemption happened.
   bool ScheduleRunning(uint32_t& budget_tokens);
   void AdmitWaiting(uint32_t& budget_tokens);
@@ -301,6 +310,15 @@ class Simulator {
   int64_t now_ns_ = 0;
   int64_t pending_scheduler_ns_ = 0;  // measured selector/policy time not yet charged
   size_t next_arrival_ = 0;
+  // Closed-loop replay: requests whose trace time has come while their predecessor had not
+  // finished wait on it in a FIFO list threaded through held_next_ (per predecessor: its first
+  // and last held request), then join released_ when it finishes, to be delivered (arriving at
+  // that moment) by the next DeliverArrivals. Empty vectors in open-loop runs.
+  std::vector<RequestId> held_first_;
+  std::vector<RequestId> held_last_;
+  std::vector<RequestId> held_next_;
+  std::vector<RequestId> released_;
+  size_t held_ = 0;  // requests held or released but not yet delivered
   uint64_t finished_ = 0;
   uint64_t preemptions_ = 0;
   uint64_t rejected_ = 0;

@@ -492,6 +492,12 @@ Workload GenerateFromTrace(const TraceSpec& spec, const WorkloadLimits& limits) 
   // place is where it lands there, so the next record of the conversation finds it.
   FlatHashMap<uint64_t, uint64_t> block_offset;
   const uint64_t bt = spec.block_tokens;
+  // Closed loop: the latest request holding each leading run of >= kMinTurnBlocks block ids,
+  // keyed by a hash chained over the run's ids (64 bits: a collision among a trace's runs is
+  // as unlikely as the block-hash collisions the selectors already ignore).
+  FlatHashMap<uint64_t, RequestId> latest_with_run;
+  std::vector<uint64_t> run_keys;
+  if (spec.closed_loop) w.predecessor.assign(n, kNoRequest);
 
   for (size_t i = 0; i < n; ++i) {
     const TraceRecord& r = trace.records[i];
@@ -501,6 +507,21 @@ Workload GenerateFromTrace(const TraceSpec& spec, const WorkloadLimits& limits) 
     w.output_tokens[i] = r.output_tokens;
 
     const std::span<const uint64_t> blocks = trace.Blocks(i);
+    if (spec.closed_loop) {
+      run_keys.resize(blocks.size());
+      uint64_t key = kTraceBlockSalt;
+      for (size_t k = 0; k < blocks.size(); ++k) run_keys[k] = key = MixBits(key ^ blocks[k]) + k;
+      for (size_t len = blocks.size(); len >= kMinTurnBlocks; --len) {  // the longest run first
+        if (const RequestId* j = latest_with_run.Find(run_keys[len - 1])) {
+          w.predecessor[i] = *j;
+          break;
+        }
+      }
+      for (size_t len = kMinTurnBlocks; len <= blocks.size(); ++len) {
+        *latest_with_run.Insert(run_keys[len - 1], static_cast<RequestId>(i)).first =
+            static_cast<RequestId>(i);
+      }
+    }
     // Tokens of block k: a full block_tokens but the last, which is cut to input_length.
     const auto count_of = [&](size_t k) {
       return std::min<uint64_t>(bt, r.input_tokens - std::min<uint64_t>(r.input_tokens, k * bt));

@@ -79,7 +79,20 @@ struct TraceSpec {
   double time_scale = 1.0;      // arrival times are multiplied by it (0.5 = twice as fast)
   uint64_t limit = 0;           // first `limit` requests only; 0 = all
   uint32_t block_tokens = 512;  // tokens per hash block (Mooncake: 512)
+  // Closed-loop replay of conversations: a request that continues an earlier one (its
+  // predecessor, Workload::predecessor) arrives at max(its trace time, the moment its predecessor
+  // finished), as a user sends the next turn only after reading the answer to the last. The
+  // trace's own arrivals are open-loop: replayed faster than the server answers, later turns
+  // arrive while their predecessor still waits, which no user can do
+  // (results/policy-suite/2026-12-07-trace-load/README.md measures what that does to reuse).
+  bool closed_loop = false;
 };
+
+// A trace request's predecessor: the latest earlier request sharing the longest leading run of
+// its block ids, if that run has at least kMinTurnBlocks blocks. Two, because in the Mooncake
+// conversation trace block 0 is a system prompt common to every request and block 1 starts a
+// conversation (as for the Oracle's groups below): one shared block says nothing about turns.
+inline constexpr uint32_t kMinTurnBlocks = 2;
 
 // Memory guards, checked before anything is generated (scenario validation for synthetic
 // workloads, the trace reader for traces). They count prompt tokens as if every prompt were
@@ -134,6 +147,9 @@ struct Workload {
   std::vector<int64_t> arrival_ns;      // non-decreasing
   std::vector<uint32_t> output_tokens;  // >= 1
   PromptStore prompts;                  // prompts.group = Oracle prefix group (above)
+  // Closed-loop replay only (TraceSpec::closed_loop; empty otherwise): per request, the earlier
+  // request it waits for (kMinTurnBlocks above), or kNoRequest. Always below the request's own id.
+  std::vector<RequestId> predecessor;
 
   [[nodiscard]] size_t size() const { return arrival_ns.size(); }
 };

@@ -395,6 +395,57 @@ TEST(SimulatorTest, DescribesUnservableRequestsInOneLine) {
   EXPECT_NE(line.find("; requests 0, 10, 20, 30, 40 and 2 more"), std::string::npos) << line;
 }
 
+// Closed-loop replay (Workload::predecessor): a turn arrives at max(its trace time, its
+// predecessor's finish), never before, under every selector.
+TEST(SimulatorTest, ClosedLoopHoldsATurnUntilItsPredecessorFinishes) {
+  // Six requests at t = 0; 1 continues 0, 2 continues 1, 4 and 5 both continue 3.
+  Workload w = MakeSizedWorkload({64, 80, 96, 40, 50, 60}, {5, 4, 3, 6, 2, 3});
+  const SimResult open = RunWith(SmallConfig(), w, "fcfs", "always");
+  for (const RequestRecord& rec : open.records.requests) EXPECT_EQ(rec.arrival_ns, 0);
+  w.predecessor = {kNoRequest, 0, 1, kNoRequest, 3, 3};
+  for (std::string_view selector : SelectorNames()) {
+    SCOPED_TRACE(selector);
+    const SimResult r = RunWith(SmallConfig(), w, selector, "always");
+    ExpectFinishedOrUnservable(r, w);
+    ASSERT_EQ(r.summary.requests_finished, w.size());
+    const auto& req = r.records.requests;
+    for (size_t i = 0; i < w.size(); ++i) {
+      const RequestId p = w.predecessor[i];
+      const int64_t expect = p == kNoRequest ? 0 : std::max(w.arrival_ns[i], req[p].finish_ns);
+      EXPECT_EQ(req[i].arrival_ns, expect) << i;
+      EXPECT_GE(req[i].first_token_ns, req[i].arrival_ns) << i;
+    }
+    EXPECT_GT(req[2].arrival_ns, req[1].arrival_ns);  // a chain arrives one turn at a time
+    EXPECT_EQ(req[4].arrival_ns, req[5].arrival_ns);  // both continue 3
+  }
+}
+
+TEST(SimulatorTest, ClosedLoopKeepsTraceTimeWhenThePredecessorFinishedFirst) {
+  // Request 1 arrives 10 s after request 0, which finishes within milliseconds: not held.
+  Workload w = MakeSizedWorkload({64, 80}, {3, 3}, 10'000'000'000);
+  w.predecessor = {kNoRequest, 0};
+  const SimResult r = RunWith(SmallConfig(), w, "cht", "always");
+  ExpectConservation(r, w);
+  ASSERT_LT(r.records.requests[0].finish_ns, w.arrival_ns[1]);
+  EXPECT_EQ(r.records.requests[1].arrival_ns, w.arrival_ns[1]);
+}
+
+TEST(SimulatorTest, ClosedLoopReleasesTheTurnsOfARefusedPredecessor) {
+  // Request 0 can never fit the 20-block pool: refused on arrival, its successor arrives then
+  // (t = 0) and is served; so is the successor's own successor.
+  ServingConfig c = SmallConfig();
+  c.kv_cache_blocks = 20;
+  Workload w = MakeSizedWorkload({1000, 100, 100}, {3, 3, 3});
+  w.predecessor = {kNoRequest, 0, 1};
+  const SimResult r = RunWith(c, w, "fcfs", "always");
+  ExpectFinishedOrUnservable(r, w);
+  ASSERT_EQ(r.unservable.size(), 1u);
+  EXPECT_EQ(r.unservable[0].id, 0u);
+  EXPECT_EQ(r.records.requests[1].arrival_ns, 0);
+  EXPECT_EQ(r.records.requests[2].arrival_ns, r.records.requests[1].finish_ns);
+  EXPECT_EQ(r.summary.requests_finished, 2u);
+}
+
 TEST(SimulatorTest, FlagsARunWhoseArrivalsOutpaceService) {
   // One request at a time (max batch 1), each taking about 20 steps of ~1 ms: ~50 req/s.
   ServingConfig c = SmallConfig();

@@ -17,6 +17,7 @@
 
 #include "policies/selector.h"
 #include "base/input_error.h"
+#include "base/rng.h"
 
 namespace feather {
 namespace {
@@ -584,6 +585,77 @@ TEST(WorkloadTest, TraceErrorsNameFileLineAndField) {
   std::filesystem::remove(path);
   spec.trace.path = path;  // now missing
   EXPECT_THROW((void)GenerateWorkload(spec, 1), InputError);
+}
+
+TEST(WorkloadTest, ClosedLoopNamesEachTurnsPredecessor) {
+  WorkloadSpec spec = FixtureTrace();
+  EXPECT_TRUE(GenerateWorkload(spec, 1).predecessor.empty());  // open loop: none
+  spec.trace.closed_loop = true;
+  const Workload w = GenerateWorkload(spec, 1);
+  // Records [0,1,2], [0,1], [0,3], [0], [0,1,2]: record 1 continues 0 (two blocks); 2 and 3
+  // share only block 0 with anyone; record 4 shares three blocks with 0 and two with 1.
+  EXPECT_EQ(w.predecessor, (std::vector<RequestId>{kNoRequest, 0, kNoRequest, kNoRequest, 0}));
+}
+
+// Brute force: the latest earlier record with the longest common leading run of block ids, if
+// that run has at least kMinTurnBlocks blocks.
+std::vector<RequestId> BrutePredecessors(const std::vector<std::vector<uint64_t>>& records) {
+  std::vector<RequestId> out(records.size(), kNoRequest);
+  for (size_t i = 0; i < records.size(); ++i) {
+    size_t best_run = 0;
+    for (size_t j = 0; j < i; ++j) {
+      size_t run = 0;
+      while (run < records[i].size() && run < records[j].size() &&
+             records[i][run] == records[j][run]) {
+        ++run;
+      }
+      if (run >= kMinTurnBlocks && run >= best_run) {  // >=: the latest of equal runs
+        best_run = run;
+        out[i] = static_cast<RequestId>(j);
+      }
+    }
+  }
+  return out;
+}
+
+TEST(WorkloadTest, ClosedLoopPredecessorsMatchBruteForceOnRandomTraces) {
+  const std::string path = testing::TempDir() + "/feather_closed_loop_trace.jsonl";
+  for (uint64_t seed = 1; seed <= 20; ++seed) {
+    SCOPED_TRACE(seed);
+    Rng rng(seed);
+    // Conversations as chains of block ids: each record continues a random earlier one (a
+    // random leading run of it, then new ids) or starts afresh after block 0; ids come from a
+    // small pool at times, so unrelated records also repeat ids at other positions.
+    std::vector<std::vector<uint64_t>> records;
+    uint64_t next_id = 1;
+    for (int i = 0; i < 60; ++i) {
+      std::vector<uint64_t> r{0};
+      if (!records.empty() && rng.NextU64() % 3 != 0) {
+        const auto& from = records[rng.NextU64() % records.size()];
+        r.assign(from.begin(), from.begin() + 1 + rng.NextU64() % from.size());
+      }
+      const uint64_t extra = rng.NextU64() % 4;
+      for (uint64_t k = 0; k < extra; ++k) {
+        r.push_back(rng.NextU64() % 4 == 0 ? 1 + rng.NextU64() % 3 : 100 + next_id++);
+      }
+      records.push_back(r);
+    }
+    std::ofstream out(path);
+    for (const auto& r : records) {
+      out << "{\"timestamp\": 0, \"input_length\": " << r.size() * 4 << ", \"output_length\": 1, "
+          << "\"hash_ids\": [";
+      for (size_t k = 0; k < r.size(); ++k) out << (k ? ", " : "") << r[k];
+      out << "]}\n";
+    }
+    out.close();
+    WorkloadSpec spec;
+    spec.use_trace = true;
+    spec.trace.path = path;
+    spec.trace.block_tokens = 4;
+    spec.trace.closed_loop = true;
+    EXPECT_EQ(GenerateWorkload(spec, 1).predecessor, BrutePredecessors(records));
+  }
+  std::filesystem::remove(path);
 }
 
 TEST(WorkloadTest, RealTraceFirstHundredRequests) {
