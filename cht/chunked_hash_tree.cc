@@ -111,6 +111,10 @@ bool ChunkedHashTree::IsParked(RequestId id) const {
   return id < requests_.size() && requests_[id].state == State::kParked;
 }
 
+bool ChunkedHashTree::IsRetained(RequestId id) const {
+  return id < requests_.size() && requests_[id].state == State::kRetained;
+}
+
 // Active nodes are closed upwards, so the missing chunks are those below the deepest active
 // ancestor.
 uint32_t ChunkedHashTree::MissingCount(RequestId id) const {
@@ -435,6 +439,7 @@ uint32_t ChunkedHashTree::SplitNode(uint32_t node, uint32_t cut_level, ChainView
   up.end = cut_level;
   up.members = lower.members;
   up.active = lower.active;
+  up.batch = lower.batch;
   up.waiting = lower.waiting;
   if (lower.active == 0) {
     up.best_key = lower.best_key;
@@ -524,18 +529,26 @@ void ChunkedHashTree::AddToBatch(RequestId id) {
       nodes_[parent].active > 0) {
     l.waiting = 0;
     l.active = 1;
+    l.batch = 1;
     ++active_nodes_;
     ++l.stamp;  // Publish(leaf) of an empty best
     l.best_key = kNoKey;
     l.best = kNoRequest;
+    uint32_t in_batch = kRoot;  // the deepest node of the path that already held batch members
     for (uint32_t n = parent; n != kRoot; n = nodes_[n].parent) {
       Node& node = nodes_[n];
       --node.waiting;
       ++node.active;
+      if (in_batch == kRoot && node.batch > 0) in_batch = n;
+      ++node.batch;
     }
-    if (nodes_[parent].end <= tip_level_) {  // the batch is not empty: the parent is active
-      tip_level_ = nodes_[parent].end;
-      tip_node_ = parent;
+    // The parent is in the working set; without retained requests it holds batch members.
+    if (active_ids_.empty()) {
+      tip_level_ = l.end;
+      tip_node_ = leaf;
+    } else if (nodes_[in_batch].end <= tip_level_) {
+      tip_level_ = nodes_[in_batch].end;
+      tip_node_ = in_batch;
     }
     if (RefreshBest(parent)) Publish(parent);
     active_position_[id] = static_cast<uint32_t>(active_ids_.size());
@@ -559,15 +572,23 @@ void ChunkedHashTree::AddToBatchGeneral(RequestId id) {
     Node& node = nodes_[n];
     --node.waiting;
     if (node.active++ != 0) break;
+    ++node.batch;  // was 0: outside the working set
     segment_top = n;
     ++active_nodes_;
   }
+  // The deepest node of the path that already held batch members: `deepest` itself unless it is
+  // in the working set through retained requests only.
+  uint32_t in_batch = kRoot;
   if (n != kRoot) {
     deepest = n;
-    for (n = nodes_[n].parent; n != kRoot; n = nodes_[n].parent) {
+    for (; n != kRoot; n = nodes_[n].parent) {
       Node& node = nodes_[n];
-      --node.waiting;
-      ++node.active;
+      if (n != deepest) {
+        --node.waiting;
+        ++node.active;
+      }
+      if (in_batch == kRoot && node.batch > 0) in_batch = n;
+      ++node.batch;
     }
   }
   // The new tip, from the working set as it was before this request joined it.
@@ -577,9 +598,9 @@ void ChunkedHashTree::AddToBatchGeneral(RequestId id) {
     // opens on a cold tree.
     tip_level_ = slot.leaf == kRoot ? 0 : nodes_[slot.leaf].end;
     tip_node_ = slot.leaf;
-  } else if (nodes_[deepest].end <= tip_level_) {
-    tip_level_ = nodes_[deepest].end;
-    tip_node_ = deepest;
+  } else if (nodes_[in_batch].end <= tip_level_) {
+    tip_level_ = nodes_[in_batch].end;
+    tip_node_ = in_batch;
   }
   Repair(slot.leaf, segment_top);
   active_position_[id] = static_cast<uint32_t>(active_ids_.size());
@@ -598,6 +619,7 @@ uint32_t ChunkedHashTree::LeaveActive(RequestId id) {
   RequestSlot& slot = requests_[id];
   uint32_t segment_top = kNoNode;
   for (uint32_t n = slot.leaf; n != kRoot; n = nodes_[n].parent) {
+    --nodes_[n].batch;
     if (--nodes_[n].active == 0) {
       segment_top = n;
       --active_nodes_;
@@ -627,15 +649,48 @@ void ChunkedHashTree::ExtendTip() {
     FEATHER_DCHECK(n != kRoot, "tip node is not on an active request's path");
     path_.push_back(n);
   }
-  while (!path_.empty() && nodes_[path_.back()].active == count) {
+  while (!path_.empty() && nodes_[path_.back()].batch == count) {
     tip_node_ = path_.back();
     tip_level_ = nodes_[tip_node_].end;
     path_.pop_back();
   }
 }
 
-void ChunkedHashTree::Finish(RequestId id) {
-  uint32_t segment_top = LeaveActive(id);
+void ChunkedHashTree::Finish(RequestId id) { DetachAndRepair(id, LeaveActive(id)); }
+
+void ChunkedHashTree::Retain(RequestId id) {
+  FEATHER_CHECK(IsActive(id), "Retain of a request that is not active");
+  RequestSlot& slot = requests_[id];
+  for (uint32_t n = slot.leaf; n != kRoot; n = nodes_[n].parent) --nodes_[n].batch;
+  const uint32_t position = active_position_[id];
+  const RequestId moved = active_ids_.back();
+  active_ids_[position] = moved;
+  active_position_[moved] = position;
+  active_ids_.pop_back();
+  slot.state = State::kRetained;
+  ++num_retained_;
+  ExtendTip();
+  cache_valid_ = false;  // the working set is unchanged, the tip and peers may not be
+}
+
+void ChunkedHashTree::Forget(RequestId id) {
+  FEATHER_CHECK(IsRetained(id), "Forget of a request that is not retained");
+  RequestSlot& slot = requests_[id];
+  uint32_t segment_top = kNoNode;
+  for (uint32_t n = slot.leaf; n != kRoot; n = nodes_[n].parent) {
+    if (--nodes_[n].active == 0) {
+      segment_top = n;
+      --active_nodes_;
+    }
+  }
+  slot.state = State::kAbsent;
+  --num_retained_;
+  DetachAndRepair(id, segment_top);
+}
+
+// A request that left the working set (the bottom of its path up to segment_top with it) leaves
+// the tree: its path's members drop, emptied nodes are freed, the tournament is repaired.
+void ChunkedHashTree::DetachAndRepair(RequestId id, uint32_t segment_top) {
   const ChainView hashes = HashesOf(id);
   const uint32_t survivor = DetachFromTree(id, &segment_top);
   Repair(survivor, segment_top);
@@ -803,7 +858,8 @@ void ChunkedHashTree::CheckInvariants() const {
     for (uint32_t n = slot.leaf; n != kRoot; n = nodes_[n].parent) {
       FEATHER_CHECK(!is_free[n], "request path through a freed node");
       ++expect[n].members;
-      if (slot.state == State::kActive) ++expect[n].active;
+      if (slot.state == State::kActive || slot.state == State::kRetained) ++expect[n].active;
+      if (slot.state == State::kActive) ++expect[n].batch;
       if (slot.state == State::kWaiting) ++expect[n].waiting;
       for (uint32_t level = nodes_[n].start; level <= nodes_[n].end; ++level) {
         const uint32_t* mapped = chunk_to_node_.Find(ChunkKey{hashes[level - 1], level});
@@ -833,7 +889,7 @@ void ChunkedHashTree::CheckInvariants() const {
     const Node& node = nodes_[n];
     if (node.active > 0) ++active_nodes;
     FEATHER_CHECK(node.members == expect[n].members && node.active == expect[n].active &&
-                      node.waiting == expect[n].waiting &&
+                      node.batch == expect[n].batch && node.waiting == expect[n].waiting &&
                       node.terminals == expect[n].terminals,
                   "node counts disagree with a recount");
     FEATHER_CHECK(node.members > 0, "live node without members");
@@ -907,8 +963,12 @@ void ChunkedHashTree::CheckInvariants() const {
   } else {
     FEATHER_CHECK(tip_node_ == kRoot ? tip_level_ == 0 : nodes_[tip_node_].end == tip_level_,
                   "tip node and level disagree");
-    FEATHER_CHECK(tip_node_ == kRoot || nodes_[tip_node_].active == count,
+    FEATHER_CHECK(tip_node_ == kRoot || nodes_[tip_node_].batch == count,
                   "tip not shared by every active request");
+    // The deepest such node: no child of the tip node holds the whole batch.
+    for (uint32_t c = nodes_[tip_node_].first_child; c != kNoNode; c = nodes_[c].next_sibling) {
+      FEATHER_CHECK(nodes_[c].batch < count, "tip short of the batch's common prefix");
+    }
   }
 }
 

@@ -11,6 +11,14 @@
 // (reference_cht.h) is the brute-force statement of them and the differential tests hold the two
 // equal after every operation.
 //
+// Beyond the paper: retained requests. A completed request may be Retain()ed instead of
+// Finish()ed: it leaves the batch but stays in the working set until Forget(), for a scheduler
+// whose engine still caches its KV (policies/cht_selector.h), so that a waiting request that
+// continues it misses only what the cache lost. The tip and peers are the batch's alone. In the
+// text below "active" nodes are those of the working set (batch and retained requests); each node
+// also counts the batch's requests through it (Node::batch), which the tip reads. Without
+// retained requests the two coincide and the paper's semantics are unchanged.
+//
 // Path compression. Cumulative hashes make the (level, hash) pairs a trie, and every chunk on a
 // non-branching stretch of that trie has the same set of requests through it, so the same
 // reference count, working-set membership and waiting set. The tree therefore stores maximal
@@ -127,6 +135,13 @@ class ChunkedHashTree {
   void AddToBatch(RequestId id);
   // Active -> gone (the request completed): updates the working set and tip, then forgets it.
   void Finish(RequestId id);
+  // Active -> retained (the request completed, and its KV stays in the engine's prefix cache):
+  // out of the batch (the tip and peers count the batch alone) but still in the working set, so
+  // waiting requests that continue its prompt miss only what the cache does not hold. O(D) plus
+  // the tip's re-extension; no tournament entry changes.
+  void Retain(RequestId id);
+  // Retained -> gone (the cache evicted the request's KV): like Finish for the working set.
+  void Forget(RequestId id);
   // Waiting -> gone (cancelled before admission).
   void Remove(RequestId id);
   // Active -> waiting (preempted): keeps its original insertion order for tie-breaking.
@@ -142,10 +157,12 @@ class ChunkedHashTree {
   // Observers.
   [[nodiscard]] uint32_t TipLevel() const { return tip_level_; }
   [[nodiscard]] size_t NumWaiting() const { return num_waiting_; }
-  [[nodiscard]] size_t NumActive() const { return active_ids_.size(); }
+  [[nodiscard]] size_t NumActive() const { return active_ids_.size(); }  // the batch
+  [[nodiscard]] size_t NumRetained() const { return num_retained_; }
   [[nodiscard]] bool IsWaiting(RequestId id) const;
   [[nodiscard]] bool IsActive(RequestId id) const;
   [[nodiscard]] bool IsParked(RequestId id) const;
+  [[nodiscard]] bool IsRetained(RequestId id) const;
   [[nodiscard]] uint32_t MissingCount(RequestId id) const;  // precondition: waiting
   [[nodiscard]] uint32_t NumChunksOf(RequestId id) const;
   [[nodiscard]] size_t NumNodes() const { return nodes_.size() - free_nodes_.size(); }
@@ -155,7 +172,7 @@ class ChunkedHashTree {
   void CheckInvariants() const;
 
  private:
-  enum class State : uint8_t { kAbsent, kWaiting, kActive, kParked };
+  enum class State : uint8_t { kAbsent, kWaiting, kActive, kParked, kRetained };
 
   // Hot per-request state (24 bytes); the hash vectors live apart in hashes_.
   struct RequestSlot {
@@ -175,15 +192,17 @@ class ChunkedHashTree {
     uint32_t start = 1;
     uint32_t end = 0;
     uint32_t members = 0;    // requests (waiting or active) through the node
-    uint32_t active = 0;     // active requests through it: in the working set iff > 0
+    uint32_t active = 0;     // active or retained requests through it: in the working set iff > 0
     uint32_t waiting = 0;    // waiting requests through it
     uint32_t terminals = 0;  // requests whose path ends at `end`
     uint32_t children = 0;
     uint32_t stamp = 0;           // see I2 in the header comment; survives the node's reuse
     uint64_t best_key = kNoKey;   // best(n): chunks << 40 | insertion order, or kNoKey
     RequestId best = kNoRequest;  // the request holding best_key
+    uint32_t batch = 0;  // active requests through it (retained ones excluded): the tip's count
     [[nodiscard]] uint32_t Length() const { return end + 1 - start; }
   };
+  static_assert(sizeof(Node) == 64, "a node is one cache line");
 
   // An entry of a node's queue or of the global heap. `ref` is a node, or a request id with
   // kRequestBit set (a terminal); `stamp` is the node's stamp or the request's epoch when pushed.
@@ -243,6 +262,7 @@ class ChunkedHashTree {
   void FreeNode(uint32_t node, ChainView hashes);
   void MergeIntoOnlyChild(uint32_t node, ChainView hashes);
   [[nodiscard]] uint32_t LeaveActive(RequestId id);
+  void DetachAndRepair(RequestId id, uint32_t segment_top);
   void LeaveWaiting(RequestId id, State to);
   void ExtendTip();
   [[nodiscard]] uint32_t DeepestActiveAncestor(uint32_t node) const;
@@ -305,6 +325,7 @@ class ChunkedHashTree {
   std::vector<uint32_t> active_position_;  // per id: index in active_ids_
   std::vector<uint32_t> path_;              // scratch for ExtendTip
   size_t num_waiting_ = 0;
+  size_t num_retained_ = 0;
   uint64_t next_seq_ = 0;
   uint32_t active_nodes_ = 0;  // nodes with active > 0 (the root excluded): bounds global_
   uint32_t tip_level_ = 0;
@@ -327,12 +348,17 @@ inline std::optional<ChtCandidate> ChunkedHashTree::FindBest() {
   result.tip_before = tip_level_;
   result.missing = static_cast<uint32_t>(top.key >> cht_internal::kSeqBits);
   if (!active_ids_.empty()) {
-    // The working-set part of the candidate's path is prefix-closed; at levels <= tip it can
-    // only be the tip chain, so the new tip is min(tip, deepest working-set level on the path).
-    const uint32_t owner_end = node.end;  // 0 for the root
-    if (owner_end <= tip_level_) {
-      result.tip_after = owner_end;
-      result.peers = owner == kRoot ? static_cast<uint32_t>(num_waiting_) : node.waiting;
+    // The batch's part of the candidate's path is prefix-closed; at levels <= tip it can only be
+    // the tip chain, so the new tip is min(tip, deepest batch level on the path). Without
+    // retained requests the owner is that level's node; with them, the owner may lie below it,
+    // on a retained-only stretch.
+    uint32_t in_batch = owner;
+    while (in_batch != kRoot && nodes_[in_batch].batch == 0) in_batch = nodes_[in_batch].parent;
+    const Node& b = nodes_[in_batch];
+    const uint32_t batch_end = b.end;  // 0 for the root
+    if (batch_end <= tip_level_) {
+      result.tip_after = batch_end;
+      result.peers = in_batch == kRoot ? static_cast<uint32_t>(num_waiting_) : b.waiting;
     } else {
       result.tip_after = tip_level_;
       result.peers =

@@ -12,10 +12,10 @@ void ReferenceCht::InsertHashes(RequestId id, std::span<const PrefixHash> hashes
   requests_[id] = Request{{hashes.begin(), hashes.end()}, next_seq_++, State::kWaiting};
 }
 
-std::set<std::pair<uint32_t, PrefixHash>> ReferenceCht::WorkingSet() const {
+std::set<std::pair<uint32_t, PrefixHash>> ReferenceCht::WorkingSet(bool batch_only) const {
   std::set<std::pair<uint32_t, PrefixHash>> ws;
   for (const auto& [id, r] : requests_) {
-    if (r.state != State::kActive) continue;
+    if (r.state != State::kActive && (batch_only || r.state != State::kRetained)) continue;
     for (uint32_t l = 1; l <= r.hashes.size(); ++l) ws.emplace(l, r.hashes[l - 1]);
   }
   return ws;
@@ -78,9 +78,10 @@ std::optional<ChtCandidate> ReferenceCht::FindBest() const {
   c.tip_before = TipLevel();
   uint32_t after = 0;
   if (any_active) {
+    const auto batch_ws = WorkingSet(/*batch_only=*/true);
     const uint32_t limit = std::min<uint32_t>(c.tip_before, static_cast<uint32_t>(best->hashes.size()));
     for (uint32_t l = limit; l >= 1; --l) {
-      if (ws.contains({l, best->hashes[l - 1]})) {
+      if (batch_ws.contains({l, best->hashes[l - 1]})) {
         after = l;
         break;
       }
@@ -104,6 +105,17 @@ void ReferenceCht::AddToBatch(RequestId id) {
 
 void ReferenceCht::Finish(RequestId id) {
   FEATHER_CHECK(requests_.at(id).state == State::kActive, "not active");
+  requests_.erase(id);
+}
+
+void ReferenceCht::Retain(RequestId id) {
+  Request& r = requests_.at(id);
+  FEATHER_CHECK(r.state == State::kActive, "not active");
+  r.state = State::kRetained;
+}
+
+void ReferenceCht::Forget(RequestId id) {
+  FEATHER_CHECK(requests_.at(id).state == State::kRetained, "not retained");
   requests_.erase(id);
 }
 
@@ -143,6 +155,14 @@ std::vector<RequestId> ReferenceCht::Parked() const {
   std::vector<RequestId> ids;
   for (const auto& [id, r] : requests_) {
     if (r.state == State::kParked) ids.push_back(id);
+  }
+  return ids;
+}
+
+std::vector<RequestId> ReferenceCht::Retained() const {
+  std::vector<RequestId> ids;
+  for (const auto& [id, r] : requests_) {
+    if (r.state == State::kRetained) ids.push_back(id);
   }
   return ids;
 }

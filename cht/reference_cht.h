@@ -1,8 +1,8 @@
 // reference_cht.h: the brute-force statement of the Chunked Hash Tree's semantics.
 //
 // Every quantity is recomputed from scratch from the hash vectors: the working set by a scan of
-// the active requests, missing counts by an O(W*C) scan, the tip as the longest common prefix of
-// the active requests, peers by a scan of the waiting ones. Slow on purpose; it exists so that
+// the active and retained requests, missing counts by an O(W*C) scan, the tip as the longest
+// common prefix of the active requests (the batch), peers by a scan of the waiting ones. Slow on purpose; it exists so that
 // tests and fuzzers can hold ChunkedHashTree equal to it after every operation.
 #pragma once
 
@@ -26,6 +26,8 @@ class ReferenceCht {
   [[nodiscard]] std::optional<ChtCandidate> FindBest() const;
   void AddToBatch(RequestId id);
   void Finish(RequestId id);
+  void Retain(RequestId id);  // active -> retained: in the working set, not in the batch
+  void Forget(RequestId id);  // retained -> gone
   void Remove(RequestId id);
   void Requeue(RequestId id);
   void Park(RequestId id);    // waiting -> parked: neither waiting nor in the working set
@@ -36,15 +38,17 @@ class ReferenceCht {
   [[nodiscard]] std::vector<RequestId> Waiting() const;
   [[nodiscard]] std::vector<RequestId> Parked() const;
   [[nodiscard]] std::vector<RequestId> Active() const;
+  [[nodiscard]] std::vector<RequestId> Retained() const;
 
  private:
-  enum class State : uint8_t { kWaiting, kActive, kParked };
+  enum class State : uint8_t { kWaiting, kActive, kParked, kRetained };
   struct Request {
     std::vector<PrefixHash> hashes;
     uint64_t seq = 0;
     State state = State::kWaiting;
   };
-  [[nodiscard]] std::set<std::pair<uint32_t, PrefixHash>> WorkingSet() const;
+  // The chunks of the active requests, and of the retained ones unless batch_only.
+  [[nodiscard]] std::set<std::pair<uint32_t, PrefixHash>> WorkingSet(bool batch_only = false) const;
   [[nodiscard]] uint32_t Missing(const Request& request,
                                  const std::set<std::pair<uint32_t, PrefixHash>>& ws) const;
 

@@ -26,6 +26,8 @@ void ExpectSame(ChunkedHashTree& tree, const ReferenceCht& ref, const std::strin
   const auto waiting = ref.Waiting();
   ASSERT_EQ(tree.NumWaiting(), waiting.size()) << where;
   ASSERT_EQ(tree.NumActive(), ref.Active().size()) << where;
+  ASSERT_EQ(tree.NumRetained(), ref.Retained().size()) << where;
+  for (RequestId id : ref.Retained()) ASSERT_TRUE(tree.IsRetained(id)) << where << " id " << id;
   for (RequestId id : waiting) {
     ASSERT_TRUE(tree.IsWaiting(id)) << where;
     ASSERT_EQ(tree.MissingCount(id), ref.MissingCount(id)) << where << " id " << id;
@@ -46,14 +48,18 @@ void ExpectSame(ChunkedHashTree& tree, const ReferenceCht& ref, const std::strin
   }
 }
 
-enum class Op { kInsert, kAddBest, kAddAny, kFinish, kRemove, kRequeue, kPark, kUnpark };
+enum class Op {
+  kInsert, kAddBest, kAddAny, kFinish, kRetain, kForget, kRemove, kRequeue, kPark, kUnpark
+};
 
 Op PickOp(Rng& rng) {
   const uint64_t r = rng.Uniform(100);
   if (r < 28) return Op::kInsert;
   if (r < 50) return Op::kAddBest;
   if (r < 56) return Op::kAddAny;
-  if (r < 76) return Op::kFinish;
+  if (r < 66) return Op::kFinish;
+  if (r < 72) return Op::kRetain;  // a completion whose KV the engine still caches
+  if (r < 76) return Op::kForget;  // the cache evicts it
   if (r < 83) return Op::kRemove;
   if (r < 89) return Op::kRequeue;
   if (r < 95) return Op::kPark;  // a round passing over its proposal (or any waiting request)
@@ -80,11 +86,13 @@ void RunSequence(uint64_t seed, uint32_t chunk, int ops) {
     const auto waiting = ref.Waiting();
     const auto active = ref.Active();
     const auto parked = ref.Parked();
+    const auto retained = ref.Retained();
     const Op op = PickOp(rng);
     std::string where = "seed " + std::to_string(seed) + " chunk " + std::to_string(chunk) +
                         " step " + std::to_string(step) + " op " +
                         std::to_string(static_cast<int>(op));
-    if (op == Op::kInsert && waiting.size() + active.size() + parked.size() < 24) {
+    if (op == Op::kInsert &&
+        waiting.size() + active.size() + parked.size() + retained.size() < 24) {
       RequestId id = next_id;
       if (!free_ids.empty() && rng.Uniform(2) == 0) {
         id = free_ids.back();
@@ -108,6 +116,15 @@ void RunSequence(uint64_t seed, uint32_t chunk, int ops) {
       const RequestId id = PickFrom(rng, active);
       tree.Finish(id);
       ref.Finish(id);
+      free_ids.push_back(id);
+    } else if (op == Op::kRetain && !active.empty()) {
+      const RequestId id = PickFrom(rng, active);
+      tree.Retain(id);
+      ref.Retain(id);
+    } else if (op == Op::kForget && !retained.empty()) {
+      const RequestId id = PickFrom(rng, retained);
+      tree.Forget(id);
+      ref.Forget(id);
       free_ids.push_back(id);
     } else if (op == Op::kRemove && (!waiting.empty() || !parked.empty())) {
       const bool from_parked = waiting.empty() || (!parked.empty() && rng.Uniform(2) == 0);
