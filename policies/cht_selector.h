@@ -7,6 +7,9 @@
 // many requests wait below a node entering the working set (chunked_hash_tree.h); a round that
 // skips s proposals (StopDecision::kSkip) adds s parks and, at the next round's start, s unparks,
 // each O(D + log q). NumWaiting() counts the parked requests: they wait, only not this round.
+// With retain_cached, a completion is a Retain (O(D)) and each eviction report of a retained
+// request a Forget (as a Finish); the tree then holds the cached requests too, at most one per
+// cached block (sim/kv/kv_cache.h: a retained request is reported once it owns no block).
 #pragma once
 
 #include <vector>
@@ -18,10 +21,16 @@ namespace feather {
 
 class ChtSelector final : public CandidateSelector {
  public:
-  explicit ChtSelector(const ChtConfig& config = {}) : tree_(config) {}
+  // retain_cached: a finished request stays in the working set (ChunkedHashTree::Retain) until
+  // the engine's prefix cache evicts one of its blocks (OnCacheEvicted), so a waiting request
+  // that continues it (a conversation's next turn) misses only what the cache lost. Off: the
+  // paper's working set, the running batch alone.
+  explicit ChtSelector(const ChtConfig& config = {}, bool retain_cached = false)
+      : tree_(config), retain_cached_(retain_cached) {}
 
   [[nodiscard]] std::string_view Name() const override { return "cht"; }
   void OnArrival(const RequestInfo& request) override {
+    if (tree_.IsRetained(request.id)) tree_.Forget(request.id);  // a recycled id
     tree_.Insert(request.id, request.prompt_tokens);
   }
   // Unparks the requests the last round skipped (their insertion order kept).
@@ -30,7 +39,17 @@ class ChtSelector final : public CandidateSelector {
   void Admit(RequestId id) override { tree_.AddToBatch(id); }
   // Parks the proposal in the tree until the next BeginRound (ChunkedHashTree::Park).
   bool Skip(RequestId id) override;
-  void OnFinish(RequestId id) override { tree_.Finish(id); }
+  void OnFinish(RequestId id) override {
+    if (retain_cached_) {
+      tree_.Retain(id);
+    } else {
+      tree_.Finish(id);
+    }
+  }
+  [[nodiscard]] bool WantsCacheEvictions() const override { return retain_cached_; }
+  void OnCacheEvicted(RequestId id) override {
+    if (tree_.IsRetained(id)) tree_.Forget(id);
+  }
   void OnPreempt(RequestId id) override { tree_.Requeue(id); }
   void OnCancel(RequestId id) override;
   [[nodiscard]] size_t NumWaiting() const override { return tree_.NumWaiting() + parked_.size(); }
@@ -40,6 +59,7 @@ class ChtSelector final : public CandidateSelector {
 
  private:
   ChunkedHashTree tree_;
+  bool retain_cached_ = false;
   std::vector<RequestId> parked_;  // skipped this round (a cancelled one may have left since)
 };
 

@@ -93,6 +93,10 @@ class CandidateSelector {
   virtual void OnFinish(RequestId id) = 0;
   virtual void OnPreempt(RequestId id) = 0;
   virtual void OnCancel(RequestId id) = 0;
+  // The engine's prefix cache evicted a block that finished request `id` released last (its
+  // KV is no longer whole in the cache). Only for selectors whose WantsCacheEvictions() is true.
+  [[nodiscard]] virtual bool WantsCacheEvictions() const { return false; }
+  virtual void OnCacheEvicted(RequestId id) { (void)id; }
 
   [[nodiscard]] virtual size_t NumWaiting() const = 0;
   [[nodiscard]] virtual RoundWork LastRoundWork() const { return {}; }

@@ -24,8 +24,9 @@ std::span<const std::string_view> SelectorNames() { return kNames; }
 
 std::span<const ConfigField<SelectorOptions>> SelectorOptions::Fields() {
   using C = SelectorOptions;
-  static constexpr std::array<ConfigField<C>, 3> kFields = {{
+  static constexpr std::array<ConfigField<C>, 4> kFields = {{
       {"chunk_tokens", &C::chunk_tokens, ConfigField<C>::Integer(1, 1 << 20)},
+      {"cht_retain_cached", &C::cht_retain_cached, ConfigField<C>::Flag()},
       {"radix_page_size", &C::radix_page_size, ConfigField<C>::Integer(1, 1 << 16)},
       {"lpm_fcfs_fallback", &C::lpm_fcfs_fallback, ConfigField<C>::Flag()},
   }};
@@ -58,7 +59,7 @@ std::unique_ptr<CandidateSelector> MakeSelector(std::string_view name,
     ChtConfig config;
     config.chunk_tokens = options.chunk_tokens;
     config.expected_requests = options.expected_requests;
-    return std::make_unique<ChtSelector>(config);
+    return std::make_unique<ChtSelector>(config, options.cht_retain_cached);
   }
   std::string valid;
   for (std::string_view n : kNames) valid += (valid.empty() ? "" : ", ") + std::string(n);

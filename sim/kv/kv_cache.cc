@@ -126,6 +126,7 @@ bool KvCache::Allocate(RequestId id, ChainView chain, uint32_t prompt_tokens,
         index_.Erase(block_hash_[block]);
         registered_[block] = 0;
         ++evictions_;
+        NoteEviction(block);
       }
       ref_count_[block] = 1;
       table.push_back(block);
@@ -178,6 +179,7 @@ bool KvCache::Allocate(RequestId id, ChainView chain, uint32_t prompt_tokens,
       index_.Erase(block_hash_[block]);
       registered_[block] = 0;
       ++evictions_;
+      NoteEviction(block);
     }
     ref_count_[block] = 1;
     table.push_back(block);
@@ -230,7 +232,19 @@ void KvCache::Free(RequestId id) {
   // Hashed blocks are appended, last first: the tail then holds the shallow blocks, which are
   // evicted last.
   for (size_t i = hashed; i-- > 0;) {
-    if (--ref_count_[table[i]] == 0) QueuePushBack(table[i]);
+    if (--ref_count_[table[i]] == 0) {
+      QueuePushBack(table[i]);
+      if (report_owners_ && freed_by_[table[i]] != id) {
+        if (freed_by_[table[i]] != kNoRequest) Disown(table[i]);
+        if (id >= owned_blocks_.size()) owned_blocks_.resize(static_cast<size_t>(id) + 1, 0);
+        freed_by_[table[i]] = id;
+        ++owned_blocks_[id];
+      }
+    }
+  }
+  // Released nothing of its own (others still hold, or own, every cached block of it).
+  if (report_owners_ && (id >= owned_blocks_.size() || owned_blocks_[id] == 0)) {
+    evicted_owners_.push_back(id);
   }
   table.clear();  // keeps its capacity for the next request
   free_tables_.push_back(state.table);

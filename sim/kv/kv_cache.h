@@ -104,6 +104,15 @@ class KvCache {
   [[nodiscard]] uint64_t NumFreeBlocks() const;    // in the free queue (cached or empty)
   [[nodiscard]] uint64_t NumCachedBlocks() const;  // registered under a hash
   [[nodiscard]] uint64_t evictions() const;        // cached blocks reused for new content
+  // Who lost a cache entry (for a selector that tracks what the cache holds, cht_selector.h).
+  // Once enabled, a cached block's owner is the request that released it last (Free); the log
+  // names a request when one of the blocks it owns is evicted (its deepest goes first), and when
+  // it owns none any more because others took them over (hit them, then released them
+  // themselves) or never owned one (Free found every block still held), until
+  // ClearEvictedOwners. A request may be logged more than once.
+  void ReportEvictedOwners() { report_owners_ = true; freed_by_.assign(config_.num_blocks, kNoRequest); }
+  [[nodiscard]] std::span<const RequestId> EvictedOwners() const { return evicted_owners_; }
+  void ClearEvictedOwners() { evicted_owners_.clear(); }
   [[nodiscard]] size_t MemoryBytes() const;
   // Exhaustive consistency check, O(blocks + requests); aborts on a violation.
   void CheckInvariants() const;
@@ -153,6 +162,20 @@ class KvCache {
   uint32_t queue_tail_ = kNoBlock;           // most recently freed
   uint64_t free_blocks_ = 0;
   uint64_t evictions_ = 0;
+  bool report_owners_ = false;
+  std::vector<RequestId> freed_by_;        // per block, when reporting: the last request to free it
+  std::vector<RequestId> evicted_owners_;  // since the last ClearEvictedOwners
+  std::vector<uint32_t> owned_blocks_;     // per request, when reporting: blocks it owns
+  void NoteEviction(uint32_t block) {
+    if (!report_owners_ || freed_by_[block] == kNoRequest) return;
+    evicted_owners_.push_back(freed_by_[block]);
+    Disown(block);
+  }
+  void Disown(uint32_t block) {
+    const RequestId owner = freed_by_[block];
+    freed_by_[block] = kNoRequest;
+    if (--owned_blocks_[owner] == 0) evicted_owners_.push_back(owner);
+  }
   // Requests, and their block tables: a pool of vectors recycled through a free list, so a
   // table's capacity survives its request and steady-state allocation/growth does not allocate.
   std::vector<RequestState> requests_;

@@ -147,6 +147,7 @@ Simulator::Simulator(const ServingConfig& config, const Workload& workload,
   // Block-hash chains of every prompt, computed once (vLLM hashes on arrival too); a shared
   // prefix's hashes once for all the requests that share it.
   chains_ = PromptChains(workload.prompts, config.block_tokens);
+  if (selector.WantsCacheEvictions()) kv_.ReportEvictedOwners();
   if (!workload.predecessor.empty()) {
     FEATHER_CHECK(workload.predecessor.size() == n, "one predecessor entry per request");
     held_first_.assign(n, kNoRequest);
@@ -390,7 +391,16 @@ StopContext Simulator::BaseStopContext(const Candidate& candidate, uint32_t sequ
   return context;
 }
 
+void Simulator::DeliverEvictions() {
+  if (kv_.EvictedOwners().empty()) return;
+  Timed([&] {
+    for (const RequestId id : kv_.EvictedOwners()) selector_.OnCacheEvicted(id);
+  });
+  kv_.ClearEvictedOwners();
+}
+
 void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
+  DeliverEvictions();  // what the running requests' growth evicted
   Timed([&] {
     selector_.BeginRound();
     policy_.BeginRound();
@@ -453,6 +463,7 @@ void Simulator::AdmitWaiting(uint32_t& budget_tokens) {
       break;
     }
     Timed([&] { selector_.Admit(id); });
+    DeliverEvictions();  // what this admission's blocks evicted, before the next proposal
     CountWaiting(id, -1);
     if (records_.requests[id].preemptions == 0) admitted_prompt_tokens_ += s.prompt_tokens;
     s.phase = Phase::kRunning;
@@ -658,6 +669,7 @@ std::optional<SchedulePlan> Simulator::Schedule() {
     EngineRound round_start;
     if (config_.engine == ServingEngine::kSglang) {
       round_start = {.running = running_.size(), .waiting = selector_.NumWaiting()};
+      DeliverEvictions();  // SGLang admissions evict too: those arrive at the next round
       preempted = ScheduleSglang(ranked);
     } else {
       uint32_t budget_tokens = config_.max_num_batched_tokens;

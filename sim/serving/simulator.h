@@ -182,6 +182,8 @@ class Simulator {
   // Closed-loop replay (Workload::predecessor): the requests held for `id` arrive now, as it
   // finished or was refused.
   void ReleaseSuccessors(RequestId id);
+  // Passes the KV cache's eviction log to a selector that asked for it (WantsCacheEvictions).
+  void DeliverEvictions();
   // Step 2; returns true when a preemption happened.
   bool ScheduleRunning(uint32_t& budget_tokens);
   void AdmitWaiting(uint32_t& budget_tokens);

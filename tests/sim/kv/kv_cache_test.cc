@@ -110,6 +110,60 @@ TEST(KvCache, FreedBlocksGoToTheTailDeepestFirstAndAreEvictedInThatOrder) {
   kv.CheckInvariants();
 }
 
+TEST(KvCache, ReportsTheRequestThatLastFreedEachEvictedBlock) {
+  KvCache kv(KvCacheConfig{16, 8, true});
+  kv.ReportEvictedOwners();
+  const std::vector<PrefixHash> a = {1, 2, 3, 4};
+  ASSERT_TRUE(kv.Allocate(0, a, 64, 64));
+  kv.CacheBlocks(0, a, 64);
+  // Request 1 shares a's first two blocks and frees them after a: it released them last.
+  const std::vector<PrefixHash> b = {1, 2, 5};
+  ASSERT_TRUE(kv.Allocate(1, b, 48, 48));
+  kv.CacheBlocks(1, b, 48);
+  kv.Free(0);
+  kv.Free(1);
+  EXPECT_TRUE(kv.EvictedOwners().empty());  // the empty blocks go first, with no owner
+  const std::vector<PrefixHash> c = {7, 8, 9};
+  ASSERT_TRUE(kv.Allocate(2, c, 48, 48));  // takes the 3 empty blocks
+  EXPECT_TRUE(kv.EvictedOwners().empty());
+  const std::vector<PrefixHash> d = {10, 11};
+  ASSERT_TRUE(kv.Allocate(3, d, 32, 32));  // evicts a's deepest two (4, 3): a owns no more
+  EXPECT_EQ(kv.evictions(), 2u);
+  EXPECT_EQ(std::vector<RequestId>(kv.EvictedOwners().begin(), kv.EvictedOwners().end()),
+            (std::vector<RequestId>{0, 0, 0}));
+  kv.ClearEvictedOwners();
+  const std::vector<PrefixHash> e = {12, 13, 14};
+  ASSERT_TRUE(kv.Allocate(4, e, 48, 48));  // then b's own block 5, then 2 and 1, freed by b
+  EXPECT_EQ(std::vector<RequestId>(kv.EvictedOwners().begin(), kv.EvictedOwners().end()),
+            (std::vector<RequestId>{1, 1, 1, 1}));  // the last of b's blocks: b owns none
+  kv.CheckInvariants();
+}
+
+TEST(KvCache, ReportsARequestWhoseBlocksOthersTookOver) {
+  KvCache kv(KvCacheConfig{16, 8, true});
+  kv.ReportEvictedOwners();
+  const std::vector<PrefixHash> a = {1, 2};
+  ASSERT_TRUE(kv.Allocate(0, a, 40, 40));  // 3 blocks: two full, one partial
+  kv.CacheBlocks(0, a, 40);
+  kv.Free(0);
+  // b hits both of a's cached blocks, then releases them itself: a owns nothing now.
+  const std::vector<PrefixHash> b = {1, 2, 3};
+  ASSERT_TRUE(kv.Allocate(1, b, 48, 48));
+  EXPECT_TRUE(kv.EvictedOwners().empty());
+  kv.Free(1);
+  EXPECT_EQ(std::vector<RequestId>(kv.EvictedOwners().begin(), kv.EvictedOwners().end()),
+            (std::vector<RequestId>{0}));
+  kv.ClearEvictedOwners();
+  // c hits both blocks and is still running when d, which hit them too, is released: d owns
+  // nothing of its own and is named at once.
+  ASSERT_TRUE(kv.Allocate(2, b, 48, 48));
+  ASSERT_TRUE(kv.Allocate(3, b, 48, 48));
+  kv.Free(3);
+  EXPECT_EQ(std::vector<RequestId>(kv.EvictedOwners().begin(), kv.EvictedOwners().end()),
+            (std::vector<RequestId>{3}));
+  kv.CheckInvariants();
+}
+
 TEST(KvCache, HitBlocksAreTouchedOutOfTheFreeQueue) {
   KvCache kv(KvCacheConfig{16, 6, true});
   const std::vector<PrefixHash> a = {1, 2, 3};

@@ -12,6 +12,7 @@
 #include <optional>
 #include <vector>
 
+#include "policies/cht_selector.h"
 #include "policies/selector_factory.h"
 #include "policies/stop_policy_factory.h"
 #include "sim/workload/synthetic_prompts.h"
@@ -444,6 +445,29 @@ TEST(SimulatorTest, ClosedLoopReleasesTheTurnsOfARefusedPredecessor) {
   EXPECT_EQ(r.records.requests[1].arrival_ns, 0);
   EXPECT_EQ(r.records.requests[2].arrival_ns, r.records.requests[1].finish_ns);
   EXPECT_EQ(r.summary.requests_finished, 2u);
+}
+
+TEST(SimulatorTest, ACachedChtWorkingSetHearsEveryEvictionAndServesEveryone) {
+  // A pool of 40 blocks (640 tokens) under 60 requests of 3 groups: the cache evicts often.
+  // The CHT keeps finished requests in its working set until the cache reports them evicted;
+  // with every report delivered, each retained request still owns a cached block.
+  ServingConfig c = SmallConfig();
+  c.kv_cache_blocks = 40;
+  const Workload w = MakeWorkload(60, 3, 300, 40, 20, 2'000'000);
+  SelectorOptions options;
+  options.cht_retain_cached = true;
+  std::unique_ptr<CandidateSelector> selector = MakeSelector("cht", options);
+  std::unique_ptr<StopPolicy> policy = MakeStopPolicy("always");
+  ConstantEngine engine;
+  Simulator sim(c, w, *selector, *policy, engine);
+  const SimResult r = sim.Run();
+  ExpectConservation(r, w);
+  EXPECT_GT(r.summary.evictions, 0u);
+  const auto& cht = static_cast<const ChtSelector&>(*selector);
+  // Every retained request owns a cached block (else the cache named it): at most one each.
+  EXPECT_LE(cht.tree().NumRetained(), c.kv_cache_blocks);
+  EXPECT_GT(cht.tree().NumRetained(), 0u);  // the last ones to finish are still cached
+  cht.tree().CheckInvariants();
 }
 
 TEST(SimulatorTest, FlagsARunWhoseArrivalsOutpaceService) {
