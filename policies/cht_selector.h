@@ -10,6 +10,9 @@
 // With retain_cached, a completion is a Retain (O(D)) and each eviction report of a retained
 // request a Forget (as a Finish); the tree then holds the cached requests too, at most one per
 // cached block (sim/kv/kv_cache.h: a retained request is reported once it owns no block).
+// Retention trades the paper's homogeneity signal for cache reuse: where every group's prefix
+// stays cached, requests of other groups miss as few chunks as the batch's own, and the stop
+// policies see heterogeneous proposals (results/policy-suite/2026-12-07-trace-load/README.md).
 #pragma once
 
 #include <vector>
