@@ -625,14 +625,19 @@ uint32_t ChunkedHashTree::LeaveActive(RequestId id) {
       --active_nodes_;
     }
   }
+  RemoveFromActiveList(id);
+  slot.state = State::kAbsent;
+  ExtendTip();
+  return segment_top;
+}
+
+// The batch's list of ids, O(1): the last id takes the leaving one's place.
+void ChunkedHashTree::RemoveFromActiveList(RequestId id) {
   const uint32_t position = active_position_[id];
   const RequestId moved = active_ids_.back();
   active_ids_[position] = moved;
   active_position_[moved] = position;
   active_ids_.pop_back();
-  slot.state = State::kAbsent;
-  ExtendTip();
-  return segment_top;
 }
 
 // A completion can only lengthen the common prefix of the remaining active requests: walk down
@@ -662,11 +667,7 @@ void ChunkedHashTree::Retain(RequestId id) {
   FEATHER_CHECK(IsActive(id), "Retain of a request that is not active");
   RequestSlot& slot = requests_[id];
   for (uint32_t n = slot.leaf; n != kRoot; n = nodes_[n].parent) --nodes_[n].batch;
-  const uint32_t position = active_position_[id];
-  const RequestId moved = active_ids_.back();
-  active_ids_[position] = moved;
-  active_position_[moved] = position;
-  active_ids_.pop_back();
+  RemoveFromActiveList(id);
   slot.state = State::kRetained;
   ++num_retained_;
   ExtendTip();

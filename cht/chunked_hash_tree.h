@@ -263,6 +263,7 @@ class ChunkedHashTree {
   void MergeIntoOnlyChild(uint32_t node, ChainView hashes);
   [[nodiscard]] uint32_t LeaveActive(RequestId id);
   void DetachAndRepair(RequestId id, uint32_t segment_top);
+  void RemoveFromActiveList(RequestId id);
   void LeaveWaiting(RequestId id, State to);
   void ExtendTip();
   [[nodiscard]] uint32_t DeepestActiveAncestor(uint32_t node) const;
