@@ -126,6 +126,13 @@ uint32_t ChunkedHashTree::NumChunksOf(RequestId id) const {
   return static_cast<uint32_t>(HashesOf(id).size());
 }
 
+uint32_t ChunkedHashTree::LevelSharedByAll() const {
+  uint32_t n = kRoot;
+  // One step in a tree of maximal stretches; the loop also states what "shared by all" means.
+  while (nodes_[n].children == 1 && nodes_[n].terminals == 0) n = nodes_[n].first_child;
+  return n == kRoot ? 0 : nodes_[n].end;
+}
+
 // A reused node keeps (and advances) its stamp, so entries pushed for its previous life stay
 // stale.
 uint32_t ChunkedHashTree::NewNode() {

@@ -165,6 +165,11 @@ class ChunkedHashTree {
   [[nodiscard]] bool IsRetained(RequestId id) const;
   [[nodiscard]] uint32_t MissingCount(RequestId id) const;  // precondition: waiting
   [[nodiscard]] uint32_t NumChunksOf(RequestId id) const;
+  // The deepest level through which every present request passes (waiting, parked, in the batch
+  // or retained): the prefix all of them share, 0 when none is common. O(1): stretches are
+  // maximal, so it is the end of the root's only child when the root has one and no request
+  // ends at the root.
+  [[nodiscard]] uint32_t LevelSharedByAll() const;
   [[nodiscard]] size_t NumNodes() const { return nodes_.size() - free_nodes_.size(); }
   [[nodiscard]] size_t MemoryBytes() const;
 

@@ -30,6 +30,18 @@ uint32_t ReferenceCht::Missing(const Request& request,
   return miss;
 }
 
+uint32_t ReferenceCht::LevelSharedByAll() const {
+  if (requests_.empty()) return 0;
+  const std::vector<PrefixHash>& first = requests_.begin()->second.hashes;
+  size_t common = first.size();
+  for (const auto& [id, r] : requests_) {
+    size_t c = 0;
+    while (c < common && c < r.hashes.size() && r.hashes[c] == first[c]) ++c;
+    common = c;
+  }
+  return static_cast<uint32_t>(common);
+}
+
 uint32_t ReferenceCht::TipLevel() const {
   const std::vector<PrefixHash>* first = nullptr;
   size_t tip = 0;

@@ -34,6 +34,8 @@ class ReferenceCht {
   void Unpark(RequestId id);  // parked -> waiting, its insertion order kept
 
   [[nodiscard]] uint32_t TipLevel() const;
+  // The longest common prefix of every present request, whatever its state.
+  [[nodiscard]] uint32_t LevelSharedByAll() const;
   [[nodiscard]] uint32_t MissingCount(RequestId id) const;
   [[nodiscard]] std::vector<RequestId> Waiting() const;
   [[nodiscard]] std::vector<RequestId> Parked() const;

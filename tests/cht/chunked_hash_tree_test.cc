@@ -23,6 +23,7 @@ std::vector<PrefixHash> Hashes(const std::vector<Token>& tokens, uint32_t chunk)
 void ExpectSame(ChunkedHashTree& tree, const ReferenceCht& ref, const std::string& where) {
   tree.CheckInvariants();
   ASSERT_EQ(tree.TipLevel(), ref.TipLevel()) << where;
+  ASSERT_EQ(tree.LevelSharedByAll(), ref.LevelSharedByAll()) << where;
   const auto waiting = ref.Waiting();
   ASSERT_EQ(tree.NumWaiting(), waiting.size()) << where;
   ASSERT_EQ(tree.NumActive(), ref.Active().size()) << where;
