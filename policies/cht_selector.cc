@@ -5,25 +5,59 @@
 
 namespace feather {
 
+void ChtSelector::OnArrival(const RequestInfo& request) {
+  tree_.Insert(request.id, request.prompt_tokens);
+  if (cached_ != nullptr) {
+    if (cached_->IsRetained(request.id)) cached_->Forget(request.id);  // a recycled id
+    cached_->Insert(request.id, request.prompt_tokens);
+  }
+}
+
 void ChtSelector::BeginRound() {
-  for (const RequestId id : parked_) tree_.Unpark(id);
+  for (const RequestId id : parked_) {
+    tree_.Unpark(id);
+    if (cached_ != nullptr) cached_->Unpark(id);
+  }
   parked_.clear();
+}
+
+void ChtSelector::Admit(RequestId id) {
+  tree_.AddToBatch(id);
+  if (cached_ != nullptr) cached_->AddToBatch(id);
 }
 
 bool ChtSelector::Skip(RequestId id) {
   tree_.Park(id);
+  if (cached_ != nullptr) cached_->Park(id);
   parked_.push_back(id);
   return true;
+}
+
+void ChtSelector::OnFinish(RequestId id) {
+  tree_.Finish(id);
+  if (cached_ != nullptr) cached_->Retain(id);
+}
+
+void ChtSelector::OnPreempt(RequestId id) {
+  tree_.Requeue(id);
+  if (cached_ != nullptr) cached_->Requeue(id);
 }
 
 void ChtSelector::OnCancel(RequestId id) {
   if (tree_.IsParked(id)) parked_.erase(std::find(parked_.begin(), parked_.end(), id));
   tree_.Remove(id);
+  if (cached_ != nullptr) cached_->Remove(id);
 }
 
 std::optional<Candidate> ChtSelector::Next() {
-  const auto best = tree_.FindBest();
+  auto best = tree_.FindBest();
   if (!best) return std::nullopt;
+  // The header's steps 2 and 3: a proposal that shares with the batch no more than every request
+  // shares gives way to the request the cache serves best.
+  if (cached_ != nullptr &&
+      tree_.NumChunksOf(best->request) - best->missing <= tree_.LevelSharedByAll()) {
+    best = cached_->FindBest();
+  }
   PrefixSignal signal;
   signal.tip_before_chunks = best->tip_before;
   signal.tip_after_chunks = best->tip_after;

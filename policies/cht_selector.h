@@ -7,14 +7,25 @@
 // many requests wait below a node entering the working set (chunked_hash_tree.h); a round that
 // skips s proposals (StopDecision::kSkip) adds s parks and, at the next round's start, s unparks,
 // each O(D + log q). NumWaiting() counts the parked requests: they wait, only not this round.
-// With retain_cached, a completion is a Retain (O(D)) and each eviction report of a retained
-// request a Forget (as a Finish); the tree then holds the cached requests too, at most one per
-// cached block (sim/kv/kv_cache.h: a retained request is reported once it owns no block).
-// Retention trades the paper's homogeneity signal for cache reuse: where every group's prefix
-// stays cached, requests of other groups miss as few chunks as the batch's own, and the stop
-// policies see heterogeneous proposals (results/policy-suite/2026-12-07-trace-load/README.md).
+// With retain_cached, a second tree holds the engine's cached requests too: a completion is a
+// Retain there (O(D)) and each eviction report of a retained request a Forget (as a Finish); it
+// then holds at most one retained request per cached block (sim/kv/kv_cache.h: a retained
+// request is reported once it owns no cached block). The ranking reads both trees:
+//   1. the paper's tree names its best (fewest chunks missing from the batch's working set);
+//   2. if that request shares more with the batch than the prefix every present request shares
+//      (tree().LevelSharedByAll()), it is the proposal: the batch's group comes first, as in the
+//      paper, whatever else the cache holds;
+//   3. otherwise nothing waiting continues the batch's group, and the proposal is the cached
+//      tree's best: the request missing the fewest chunks from the cache (a conversation's next
+//      turn, another group's cached prefix), as SGLang's LPM ranks.
+// The prefix signal (tip before/after, peers) counts the batch alone in both trees. Ranking by
+// the cache alone (one retained tree) lost the batch's group wherever every group's prefix stays
+// cached (results/policy-suite/2026-12-07-trace-load/README.md): other groups' requests missed as
+// few chunks as the batch's own. Cost: every operation runs on both trees, and a proposal of
+// step 3 reads two FindBests.
 #pragma once
 
+#include <memory>
 #include <vector>
 
 #include "cht/chunked_hash_tree.h"
@@ -29,40 +40,37 @@ class ChtSelector final : public CandidateSelector {
   // that continues it (a conversation's next turn) misses only what the cache lost. Off: the
   // paper's working set, the running batch alone.
   explicit ChtSelector(const ChtConfig& config = {}, bool retain_cached = false)
-      : tree_(config), retain_cached_(retain_cached) {}
+      : tree_(config),
+        cached_(retain_cached ? std::make_unique<ChunkedHashTree>(config) : nullptr) {}
 
   [[nodiscard]] std::string_view Name() const override { return "cht"; }
-  void OnArrival(const RequestInfo& request) override {
-    if (tree_.IsRetained(request.id)) tree_.Forget(request.id);  // a recycled id
-    tree_.Insert(request.id, request.prompt_tokens);
-  }
+  void OnArrival(const RequestInfo& request) override;
   // Unparks the requests the last round skipped (their insertion order kept).
   void BeginRound() override;
   [[nodiscard]] std::optional<Candidate> Next() override;
-  void Admit(RequestId id) override { tree_.AddToBatch(id); }
+  void Admit(RequestId id) override;
   // Parks the proposal in the tree until the next BeginRound (ChunkedHashTree::Park).
   bool Skip(RequestId id) override;
-  void OnFinish(RequestId id) override {
-    if (retain_cached_) {
-      tree_.Retain(id);
-    } else {
-      tree_.Finish(id);
-    }
-  }
-  [[nodiscard]] bool WantsCacheEvictions() const override { return retain_cached_; }
+  void OnFinish(RequestId id) override;
+  [[nodiscard]] bool WantsCacheEvictions() const override { return cached_ != nullptr; }
   void OnCacheEvicted(RequestId id) override {
-    if (tree_.IsRetained(id)) tree_.Forget(id);
+    if (cached_ != nullptr && cached_->IsRetained(id)) cached_->Forget(id);
   }
-  void OnPreempt(RequestId id) override { tree_.Requeue(id); }
+  void OnPreempt(RequestId id) override;
   void OnCancel(RequestId id) override;
   [[nodiscard]] size_t NumWaiting() const override { return tree_.NumWaiting() + parked_.size(); }
-  [[nodiscard]] size_t MemoryBytes() const override { return tree_.MemoryBytes(); }
+  [[nodiscard]] size_t MemoryBytes() const override {
+    return tree_.MemoryBytes() + (cached_ != nullptr ? cached_->MemoryBytes() : 0);
+  }
 
+  // The paper's tree: waiting requests and the batch.
   [[nodiscard]] const ChunkedHashTree& tree() const { return tree_; }
+  // With retain_cached, the tree that also holds the cached (retained) requests; else null.
+  [[nodiscard]] const ChunkedHashTree* cached_tree() const { return cached_.get(); }
 
  private:
   ChunkedHashTree tree_;
-  bool retain_cached_ = false;
+  std::unique_ptr<ChunkedHashTree> cached_;
   std::vector<RequestId> parked_;  // skipped this round (a cancelled one may have left since)
 };
 

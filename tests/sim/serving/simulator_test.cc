@@ -465,9 +465,11 @@ TEST(SimulatorTest, ACachedChtWorkingSetHearsEveryEvictionAndServesEveryone) {
   EXPECT_GT(r.summary.evictions, 0u);
   const auto& cht = static_cast<const ChtSelector&>(*selector);
   // Every retained request owns a cached block (else the cache named it): at most one each.
-  EXPECT_LE(cht.tree().NumRetained(), c.kv_cache_blocks);
-  EXPECT_GT(cht.tree().NumRetained(), 0u);  // the last ones to finish are still cached
+  ASSERT_NE(cht.cached_tree(), nullptr);
+  EXPECT_LE(cht.cached_tree()->NumRetained(), c.kv_cache_blocks);
+  EXPECT_GT(cht.cached_tree()->NumRetained(), 0u);  // the last ones to finish are still cached
   cht.tree().CheckInvariants();
+  cht.cached_tree()->CheckInvariants();
 }
 
 TEST(SimulatorTest, FlagsARunWhoseArrivalsOutpaceService) {
