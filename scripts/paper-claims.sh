@@ -6,13 +6,16 @@
 # fitting data; §5 and appendix D the held-out validation. README: results/paper-claims/README.md.
 #
 #   scripts/paper-claims.sh [--build DIR] [--jobs N] [--out DIR] [--cache DIR] [--claims FILE]
-#                           [--only ID_PREFIX...] [--check]
+#                           [--only ID_PREFIX...] [--feather-stop STOP] [--check]
 #     --build DIR   the build folder holding `feather` (default build/release)
 #     --jobs N      runs at once (default 2)
 #     --out DIR     output folder (default results/paper-claims); an existing one is replaced
 #                   only if this script wrote it (it holds .paper-claims), else exit 2
 #     --cache DIR   where runs are kept, per binary (default out/paper-claims): a rerun with the
 #                   same binary reuses them; a new binary reruns everything
+#     --feather-stop STOP  Feather's runs (the feather* aliases that name the bandit, as the paper
+#                   ran Feather) use this stop policy instead, e.g. converge, the binary's default;
+#                   needs its own --out (results/paper-claims-converge/ is that check)
 #     --check       validate the claims file only (exit 2 with FILE:LINE: FIELD: message)
 #
 # Needs Python 3 with PyYAML; figures need matplotlib, the time-series claims h5py (Debian's
@@ -28,5 +31,5 @@ if [[ -z $python ]]; then
   done
 fi
 [[ -n $python ]] || { echo "paper-claims.sh: no Python 3 with PyYAML found (set FEATHER_CLAIMS_PYTHON)" >&2; exit 2; }
-case ${1:-} in -h | --help) sed -n '2,20p' "$0"; exit 0 ;; esac
+case ${1:-} in -h | --help) sed -n '2,23p' "$0"; exit 0 ;; esac
 exec "$python" scripts/paper_claims.py "$@"

@@ -196,8 +196,12 @@ def _expr_names(expr: str) -> set[str]:
     return names
 
 
-def parse_claims(text: str, fname: str, repo: pathlib.Path | None = None) -> ClaimsFile:
-    """Validates a claims file; raises ClaimsError listing every problem with file:line: field."""
+def parse_claims(text: str, fname: str, repo: pathlib.Path | None = None,
+                 feather_stop: str | None = None) -> ClaimsFile:
+    """Validates a claims file; raises ClaimsError listing every problem with file:line: field.
+
+    feather_stop: the stop policy for the `feather*` aliases that name the bandit (Feather as
+    the paper ran it), e.g. the binary's default `converge`; None keeps the file's."""
     data, lines = load_yaml_with_lines(text, fname)
     problems: list[str] = []
 
@@ -234,6 +238,11 @@ def parse_claims(text: str, fname: str, repo: pathlib.Path | None = None) -> Cla
     if not isinstance(scheds, dict) or not all(isinstance(v, dict) for v in scheds.values()):
         err("schedulers", "must map an alias to a mapping of scenario keys")
         scheds = {}
+    if feather_stop is not None:
+        scheds = {alias: ({**keys, "scheduler.stop": feather_stop}
+                          if alias.startswith("feather") and keys.get("scheduler.stop") == "bandit"
+                          else keys)
+                  for alias, keys in scheds.items()}
 
     runs: dict[str, RunSpec] = {}
     families: dict[str, Family] = {}
@@ -914,6 +923,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--jobs", type=int, default=2)
     ap.add_argument("--only", nargs="*", default=None, help="claim ids (prefix match)")
     ap.add_argument("--check", action="store_true", help="validate the claims file; run nothing")
+    ap.add_argument("--feather-stop", default=None, metavar="STOP",
+                    help="run Feather (the feather* aliases that name the bandit) with this stop "
+                         "policy instead, e.g. converge, the binary's default; needs its own --out")
     args = ap.parse_args(argv)
     repo = pathlib.Path(__file__).resolve().parents[1]
     os.chdir(repo)
@@ -925,10 +937,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"paper-claims: {claims_path}: cannot read: {e}", file=sys.stderr)
         return 2
     try:
-        cf = parse_claims(text, str(claims_path), repo)
+        cf = parse_claims(text, str(claims_path), repo, feather_stop=args.feather_stop)
     except ClaimsError as e:
         for p in e.problems:
             print(p, file=sys.stderr)
+        return 2
+    if args.feather_stop is not None and not args.check and \
+            pathlib.Path(args.out) == pathlib.Path("results/paper-claims"):
+        print("paper-claims: --feather-stop runs another Feather than the paper's; give it its own "
+              "--out DIR (results/paper-claims holds the check as the paper ran Feather)",
+              file=sys.stderr)
         return 2
     if args.only:
         if not args.check and pathlib.Path(args.out) == pathlib.Path("results/paper-claims"):
@@ -1016,6 +1034,7 @@ def main(argv: list[str] | None = None) -> int:
             "git_rev": git_rev(repo), "host": platform.node(),
             "date_utc": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
             "claims_file": str(claims_path), "jobs": args.jobs,
+            "feather_stop": args.feather_stop,
             "distinct_runs": len(by_id),
             "runs_executed_now": sum(1 for ns in by_id.values() if walls.get(ns[0], 0.0) > 0),
             "wall_s": round(wall_total, 1), "optional_keys_supported": supported,

@@ -74,6 +74,26 @@ def test_families_expand_to_named_runs_in_order():
                       "workload.requests": 100, "workload.sharing.shared_fraction": 0}
 
 
+def test_feather_stop_replaces_the_bandit_of_the_feather_aliases_only():
+    header = HEADER.replace(
+        "claims:\n", "  c: {scenario: scenarios/default.yaml, scheduler: radix_rl}\nclaims:\n").replace(
+        "  feather: {scheduler.selector: cht, scheduler.stop: bandit}\n",
+        "  feather: {scheduler.selector: cht, scheduler.stop: bandit}\n"
+        "  feather_norl: {scheduler.selector: cht, scheduler.stop: always}\n"
+        "  radix_rl: {scheduler.selector: lpm, scheduler.stop: bandit}\n")
+    cf = pc.parse_claims(header + RATIO, "c.yaml", REPO, feather_stop="converge")
+    assert cf.runs["a"].sets == {"scheduler.selector": "cht", "scheduler.stop": "converge"}
+    assert cf.runs["b"].sets["scheduler.stop"] == "always"
+    assert cf.runs["c"].sets["scheduler.stop"] == "bandit"  # not a feather alias
+    assert pc.parse_claims(header + RATIO, "c.yaml", REPO).runs["a"].sets["scheduler.stop"] == \
+        "bandit"
+
+
+def test_feather_stop_needs_its_own_output_dir(capsys):
+    assert pc.main(["--feather-stop", "converge", "--build", str(REPO / "build" / "release")]) == 2
+    assert "its own --out" in capsys.readouterr().err
+
+
 def test_identical_specs_share_a_run_id():
     body = HEADER.replace("claims:\n", "") + textwrap.dedent("""\
           c: {scenario: scenarios/default.yaml, set: {scheduler.stop: bandit, scheduler.selector: cht}}
