@@ -44,6 +44,7 @@ std::string StateOf(const ChunkedHashTree& tree, RequestId id) {
   if (tree.IsWaiting(id)) return "waiting";
   if (tree.IsActive(id)) return "active";
   if (tree.IsParked(id)) return "parked";
+  if (tree.IsRetained(id)) return "retained";
   return "not in the tree";
 }
 
@@ -57,7 +58,7 @@ void Require(bool ok, const ChunkedHashTree& tree, RequestId id, const char* ope
 
 void CheckAbsent(const ChunkedHashTree& tree, RequestId id, const char* operation) {
   CheckId(id);
-  if (tree.IsWaiting(id) || tree.IsActive(id) || tree.IsParked(id)) {
+  if (tree.IsWaiting(id) || tree.IsActive(id) || tree.IsParked(id) || tree.IsRetained(id)) {
     throw nb::value_error((std::string(operation) + "(" + std::to_string(id) +
                            "): the id is already in the tree (" + StateOf(tree, id) + ")")
                               .c_str());
@@ -203,6 +204,26 @@ void BindChunkedHashTree(nb::module_& m) {
           "Active -> gone (the request completed); the id may be reused. Raises ValueError "
           "when `id` is not active.")
       .def(
+          "retain",
+          [](ChunkedHashTree& t, RequestId id) {
+            Require(t.IsActive(id), t, id, "retain", "active");
+            t.Retain(id);
+          },
+          "id"_a,
+          "Active -> retained (the request completed and the engine still caches its KV): out "
+          "of the batch, so tips and peers no longer count it, but in the working set until "
+          "forget, so a waiting request that continues it misses only what is not cached. "
+          "Raises ValueError when `id` is not active.")
+      .def(
+          "forget",
+          [](ChunkedHashTree& t, RequestId id) {
+            Require(t.IsRetained(id), t, id, "forget", "retained");
+            t.Forget(id);
+          },
+          "id"_a,
+          "Retained -> gone (the cache evicted it); the id may be reused. Raises ValueError "
+          "when `id` is not retained.")
+      .def(
           "remove",
           [](ChunkedHashTree& t, RequestId id) {
             Require(t.IsWaiting(id) || t.IsParked(id), t, id, "remove", "waiting or parked");
@@ -246,6 +267,11 @@ void BindChunkedHashTree(nb::module_& m) {
       .def("is_waiting", &ChunkedHashTree::IsWaiting, "id"_a, "Whether `id` is waiting.")
       .def("is_active", &ChunkedHashTree::IsActive, "id"_a, "Whether `id` is active.")
       .def("is_parked", &ChunkedHashTree::IsParked, "id"_a, "Whether `id` is parked.")
+      .def("is_retained", &ChunkedHashTree::IsRetained, "id"_a, "Whether `id` is retained.")
+      .def("num_retained", &ChunkedHashTree::NumRetained, "Number of retained requests.")
+      .def("level_shared_by_all", &ChunkedHashTree::LevelSharedByAll,
+           "Depth in chunks of the prefix every present request shares, whatever its state "
+           "(0 when none is common).")
       .def(
           "missing_count",
           [](const ChunkedHashTree& t, RequestId id) {

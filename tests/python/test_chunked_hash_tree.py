@@ -13,8 +13,9 @@ class Reference:
     """The CHT's semantics from scratch (cht/reference_cht.h), keyed without hashing.
 
     A request is a list of chunk keys: key c is the whole prefix up to chunk c (a tuple), so
-    equal keys mean equal prefixes by construction. Its state: "waiting", "active" or "parked"
-    (passed over this round: neither waiting nor in the working set).
+    equal keys mean equal prefixes by construction. Its state: "waiting", "active", "parked"
+    (passed over this round: neither waiting nor in the working set) or "retained" (finished,
+    still cached: in the working set, not in the batch that tips and peers count).
     """
 
     def __init__(self):
@@ -25,9 +26,22 @@ class Reference:
         self.requests[rid] = [keys, self.seq, "waiting"]
         self.seq += 1
 
-    def working_set(self):
-        return {(c, k) for keys, _, state in self.requests.values() if state == "active"
+    def working_set(self, batch_only=False):
+        states = ("active",) if batch_only else ("active", "retained")
+        return {(c, k) for keys, _, state in self.requests.values() if state in states
                 for c, k in enumerate(keys, 1)}
+
+    def level_shared_by_all(self):
+        keys = [k for k, _, _ in self.requests.values()]
+        if not keys:
+            return 0
+        common = len(keys[0])
+        for k in keys[1:]:
+            c = 0
+            while c < common and c < len(k) and k[c] == keys[0][c]:
+                c += 1
+            common = c
+        return common
 
     def missing(self, rid, ws=None):
         ws = self.working_set() if ws is None else ws
@@ -67,8 +81,9 @@ class Reference:
         before = self.tip()
         after = 0
         if self.active():
+            batch_ws = self.working_set(batch_only=True)
             for level in range(min(before, len(keys)), 0, -1):
-                if (level, keys[level - 1]) in ws:
+                if (level, keys[level - 1]) in batch_ws:
                     after = level
                     break
         peers = sum(
@@ -92,6 +107,10 @@ def assert_same(tree, ref):
     assert tree.num_waiting() == len(ref.waiting())
     assert tree.num_active() == len(ref.active())
     assert tree.tip_level() == ref.tip()
+    assert tree.num_retained() == len(ref.in_state("retained"))
+    assert tree.level_shared_by_all() == ref.level_shared_by_all()
+    for rid in ref.in_state("retained"):
+        assert tree.is_retained(rid) and not tree.is_active(rid) and not tree.is_waiting(rid)
     ws = ref.working_set()
     for rid in ref.waiting():
         assert tree.is_waiting(rid) and not tree.is_active(rid)
@@ -152,9 +171,18 @@ def test_matches_brute_force_reference(seed, use_blocks):
             rid = best.request if rng.random() < 0.7 else rng.choice(waiting)
             tree.add_to_batch(rid)
             ref.requests[rid][2] = "active"
-        elif op < 0.7 and active:
+        elif op < 0.62 and active:
             rid = rng.choice(active)
             tree.finish(rid)
+            del ref.requests[rid]
+            free_ids.append(rid)
+        elif op < 0.7 and active:  # finished, its KV still cached
+            rid = rng.choice(active)
+            tree.retain(rid)
+            ref.requests[rid][2] = "retained"
+        elif op < 0.75 and ref.in_state("retained"):  # the cache evicted it
+            rid = rng.choice(ref.in_state("retained"))
+            tree.forget(rid)
             del ref.requests[rid]
             free_ids.append(rid)
         elif op < 0.8 and (waiting or ref.parked()):
@@ -243,6 +271,10 @@ def test_bad_input_raises_and_leaves_the_tree_unchanged():
     with pytest.raises(ValueError, match=r"add_to_batch\(0\): the request is parked"):
         tree.add_to_batch(0)
     tree.unpark(0)
+    with pytest.raises(ValueError, match=r"retain\(0\): the request is waiting, not active"):
+        tree.retain(0)
+    with pytest.raises(ValueError, match=r"forget\(1\): the request is active, not retained"):
+        tree.forget(1)
     with pytest.raises(ValueError, match="is over"):
         tree.insert(feather.ChunkedHashTree.max_request_id + 1, [1])
     with pytest.raises(TypeError):
@@ -259,6 +291,26 @@ def test_bad_input_raises_and_leaves_the_tree_unchanged():
         feather.ChunkedHashTree(chunk_tokens=0)
     with pytest.raises(ValueError, match="chunk_tokens must be positive"):
         feather.prefix_hashes([1], 0)
+
+
+def test_a_retained_request_keeps_its_chunks_until_forgotten():
+    tree = feather.ChunkedHashTree(chunk_tokens=1)
+    tree.insert_blocks(0, [1, 2, 3])
+    tree.add_to_batch(0)
+    tree.retain(0)
+    assert tree.is_retained(0) and tree.num_retained() == 1 and tree.num_active() == 0
+    with pytest.raises(ValueError, match=r"\(0\): the id is already in the tree \(retained\)"):
+        tree.insert_blocks(0, [5])
+    tree.insert_blocks(1, [1, 2, 3, 4])  # continues it: misses 1 chunk of 4
+    tree.insert_blocks(2, [9, 9])
+    assert tree.missing_count(1) == 1 and tree.find_best().request == 1
+    assert tree.find_best().tip_before == 0  # the batch is empty
+    assert tree.level_shared_by_all() == 0
+    tree.forget(0)
+    assert tree.num_retained() == 0 and tree.missing_count(1) == 4
+    assert tree.find_best().request == 2
+    tree.remove(2)
+    assert tree.level_shared_by_all() == 4  # request 1 alone
 
 
 def test_ids_are_reusable_after_finish_and_remove():
