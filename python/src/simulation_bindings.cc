@@ -56,6 +56,7 @@ class Simulation {
     d["cascade_attention"] = s.cascade_attention;
     d["reserve_full_sequence"] = s.reserve_full_sequence;
     d["selector"] = run_.scenario().selector;
+    d["cht_retain_cached"] = run_.scenario().selector_options.cht_retain_cached;
     d["stop"] = run_.scenario().stop;
     d["name"] = run_.scenario().name;
     return d;

@@ -156,6 +156,57 @@ def test_parked_requests_still_wait():
     assert queue.peek_request() is requests[1] and len(queue) == 2
 
 
+def test_the_cached_working_set_ranks_after_the_batchs_group():
+    # feather's ChtSelector with retain_cached (tests/policies/cht_selector_test.cc, the same
+    # case in blocks): A runs, B finished and is cached; waiting are a long A request (20 blocks
+    # missing from the batch), a B request (13 missing, 3 of them uncached) and a short unrelated
+    # C (5 and 5). The paper's best, C, shares nothing with the batch: the cache's best, B, is
+    # proposed; with B skipped, C; the cache's loss of B makes C the proposal again.
+    a, b = list(range(1, 161)), list(range(10001, 10161))
+    def request(i, tokens):
+        return conformance.make_vllm_request(i, tokens, 4, 16)
+    queue = ChtRequestQueue(16, gate=lambda _queue: True, retain_cached=True)
+    running = [request(0, a + list(range(201, 233))), request(1, b + list(range(301, 333)))]
+    for r in running:
+        queue.add_request(r)
+    assert {queue.pop_request().request_id for _ in running} == {"0", "1"}
+    queue.forget(running[1])  # B finished, its KV cached
+    assert queue.cached.is_retained(1) and not queue.tree.is_active(1)
+    long_a = request(2, a + list(range(401, 721)))
+    cached_b = request(3, b + list(range(501, 549)))
+    short_c = request(4, list(range(90001, 90081)))
+    for r in (long_a, cached_b, short_c):
+        queue.add_request(r)
+    assert queue.tree.find_best().request == queue._ids["4"]  # the paper's ranking: C
+    request_, signal = queue.best()
+    assert request_ is cached_b and signal.tip_after_chunks == 0 and signal.peers == 3
+    assert queue.skip(cached_b) and queue.peek_request() is short_c
+    queue.unpark_all()
+    queue.cache_lost("1")
+    assert queue.forgotten == 1 and queue.cached.num_retained() == 0
+    assert queue.peek_request() is short_c
+    queue.cache_lost("1")  # a second report changes nothing
+    assert queue.forgotten == 1
+
+
+def test_plugin_with_the_cached_working_set_decides_as_feathers_simulator():
+    # Both sides keep the cached working set (scheduler.cht_retain_cached): the paper's default
+    # at 50 req/s in a 3,000-block pool that evicts, where the cached tree's proposals change
+    # the run (the plugin with its rule switched off differs from step 402 on). The plugin's
+    # owner accounting (vLLM's block pool and KV manager, wrapped) forgets retained requests as
+    # feather's KvCache reports them. Prompts are not block-aligned: the plugin keys trailing
+    # partial blocks as feather does (partial_block).
+    result = plugin_check.replay_plugin(
+        str(HERE.parents[1] / "scenarios" / "default.yaml"),
+        ["workload.requests=1500", "workload.arrival.rate=50", "serving.kv_cache_blocks=3000",
+         "scheduler.cht_retain_cached=true"], max_steps=1000, partial_block=True)
+    assert result.first_difference is None, f"step {result.first_difference}: {result.detail}"
+    assert len(result.vllm) == 1000
+    queue = result.scheduler.waiting
+    assert queue.cached is not None and queue.forgotten > 0
+    assert sum(len(s.preempted) for s in result.feather) > 0
+
+
 def test_fcfs_selector_under_a_policy_decides_as_feathers_simulator():
     # vLLM's own order, gated by the bandit (no prefix signal: its state is b and the waiting
     # count). The policy must be asked once per proposal, not again by peek_request.

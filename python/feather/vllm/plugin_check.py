@@ -13,7 +13,8 @@ rewards and step times.
 
 Configured to match (besides what ``conformance.replay`` sets): the simulator's CHT uses chunks of
 one vLLM block (``scheduler.chunk_tokens`` = ``serving.block_tokens``) and ``scheduler_time:
-zero``. Known cause of difference, not configurable: the simulator's tree hashes a prompt's
+zero``; the plugin's CHT keeps a cached working set when the scenario's does
+(``scheduler.cht_retain_cached``). Known cause of difference, not configurable: the simulator's tree hashes a prompt's
 trailing partial block as one more chunk, while vLLM has hashes for full blocks only (the plugin
 does not re-hash tokens), so a prompt whose length is not a multiple of the block size has one
 chunk more on feather's side; its missing count and tip depth differ by one. Workloads for an
@@ -63,7 +64,8 @@ def replay_plugin(scenario: str, overrides: list[str] | None = None, max_steps: 
     config = PluginConfig(selector=str(serving["selector"]),
                           policy_object=feather.stop_policy_from_scenario(scenario, overrides),
                           step_time_source=lambda _output: last_step[0],
-                          partial_block=partial_block)
+                          partial_block=partial_block,
+                          retain_cached=bool(serving["cht_retain_cached"]))
     return conformance.replay(scenario, overrides, max_steps,
                               scheduler_cls=FeatherScheduler.configured(config),
                               stop_at_difference=stop_at_difference, vllm_policy=False,

@@ -75,8 +75,11 @@ the variables ``FEATHER_SELECTOR`` and ``FEATHER_POLICY`` on top. Keys: ``select
 default, or ``fcfs``: vLLM's order, still gated by the policy), ``policy`` (a name of
 ``feather.stop_policy_names()``, default ``heuristic``), ``policy_options`` (its knobs, as
 ``feather.make_stop_policy``), ``seed``, ``state_bins``, ``load`` (a saved policy), ``learning``,
-``save`` (written at shutdown), or ``scenario`` (+ ``overrides``): the stop policy a feather
-scenario configures (``feather.stop_policy_from_scenario``; ``selector`` is still this file's).
+``save`` (written at shutdown), ``retain_cached`` (the CHT's cached working set, feather's
+``scheduler.cht_retain_cached``: finished requests stay in a second tree until vLLM's block pool
+evicts a block they released last; off by default), or ``scenario`` (+ ``overrides``): the stop
+policy a feather scenario configures (``feather.stop_policy_from_scenario``; ``selector`` is still
+this file's).
 
 One round per executed step, also under async scheduling. With a batch queue (vLLM's async
 scheduling, on by default in 0.32, also for a plain ``Scheduler`` subclass) the engine calls
@@ -139,6 +142,10 @@ class PluginConfig:
     # A diagnostic, off by default: also key a prompt's trailing partial block (from its
     # tokens), as feather's simulator chunks prompts; see ChtRequestQueue.keys_of.
     partial_block: bool = False
+    # The CHT's cached working set (feather's `scheduler.cht_retain_cached`): a finished request
+    # stays in a second tree until vLLM's prefix cache evicts a block it released last; the
+    # paper's tree ranks first (ChtRequestQueue.best).
+    retain_cached: bool = False
     # Not from files: a ready policy object (tests), and a step-time source replacing the
     # measurement: called with the SchedulerOutput of the step, returns nanoseconds, or a dict
     # as feather.Simulation.last_feedback() gives (whole_step_ns, and the decode_ns and
@@ -210,8 +217,14 @@ class ChtRequestQueue(RequestQueue):
 
     def __init__(self, chunk_tokens: int, gate: Callable[["ChtRequestQueue"], bool],
                  partial_block: bool = False,
-                 on_waiting: Callable[[Request, int], None] | None = None):
+                 on_waiting: Callable[[Request, int], None] | None = None,
+                 retain_cached: bool = False):
         self.tree = feather.ChunkedHashTree(chunk_tokens=chunk_tokens)
+        # retain_cached: the second tree of feather's CHT selector (policies/cht_selector.h),
+        # whose working set also holds finished requests until `cache_lost` names them.
+        self.cached = feather.ChunkedHashTree(chunk_tokens=chunk_tokens) if retain_cached else None
+        self._retained: dict[str, int] = {}  # vLLM request id -> tree id, while retained
+        self.forgotten = 0  # retained requests the cache reports made the cached tree forget
         self._gate = gate
         self._on_waiting = on_waiting or (lambda _request, _delta: None)
         self._partial_block = partial_block
@@ -226,6 +239,12 @@ class ChtRequestQueue(RequestQueue):
         candidate = self.tree.find_best()
         if candidate is None:
             return None
+        # feather's ChtSelector::Next: a proposal sharing with the batch no more than every
+        # request shares gives way to the request the cache serves best.
+        if (self.cached is not None and
+                self.tree.num_chunks_of(candidate.request) - candidate.missing
+                <= self.tree.level_shared_by_all()):
+            candidate = self.cached.find_best()
         signal = feather.PrefixSignal(tip_before_chunks=candidate.tip_before,
                                       tip_after_chunks=candidate.tip_after,
                                       peers=candidate.peers,
@@ -236,7 +255,10 @@ class ChtRequestQueue(RequestQueue):
         tree_id = self._free_ids.pop() if self._free_ids else self._next_id
         if tree_id == self._next_id:
             self._next_id += 1
-        self.tree.insert_blocks(tree_id, self.keys_of(request))
+        keys = self.keys_of(request)
+        self.tree.insert_blocks(tree_id, keys)
+        if self.cached is not None:
+            self.cached.insert_blocks(tree_id, keys)
         self._ids[request.request_id] = tree_id
         self._requests[tree_id] = request
 
@@ -260,12 +282,16 @@ class ChtRequestQueue(RequestQueue):
         ``best`` names the next one; it still counts in ``len``. ``unpark_all`` ends the round."""
         tree_id = self._ids[request.request_id]
         self.tree.park(tree_id)
+        if self.cached is not None:
+            self.cached.park(tree_id)
         self._parked.append(tree_id)
         return True
 
     def unpark_all(self) -> None:
         for tree_id in self._parked:
             self.tree.unpark(tree_id)
+            if self.cached is not None:
+                self.cached.unpark(tree_id)
         self._parked.clear()
 
     def _drop_parked(self, tree_id: int) -> None:
@@ -292,7 +318,10 @@ class ChtRequestQueue(RequestQueue):
         if best is None:
             raise IndexError("pop from an empty queue")
         request = best[0]
-        self.tree.add_to_batch(self._ids[request.request_id])
+        tree_id = self._ids[request.request_id]
+        self.tree.add_to_batch(tree_id)
+        if self.cached is not None:
+            self.cached.add_to_batch(tree_id)
         self._on_waiting(request, -1)
         return request
 
@@ -304,6 +333,8 @@ class ChtRequestQueue(RequestQueue):
             self._on_waiting(request, +1)
         elif self.tree.is_active(tree_id):
             self.tree.requeue(tree_id)
+            if self.cached is not None:
+                self.cached.requeue(tree_id)
             self._on_waiting(request, +1)
 
     def prepend_requests(self, requests: Iterable[Request]) -> None:
@@ -316,6 +347,8 @@ class ChtRequestQueue(RequestQueue):
                                     self.tree.is_parked(tree_id)):
             self._drop_parked(tree_id)
             self.tree.remove(tree_id)
+            if self.cached is not None:
+                self.cached.remove(tree_id)
             self._release(request.request_id)
             self._on_waiting(request, -1)
 
@@ -330,9 +363,24 @@ class ChtRequestQueue(RequestQueue):
             return
         if self.tree.is_active(tree_id):
             self.tree.finish(tree_id)
-            self._release(request.request_id)
+            if self.cached is None:
+                self._release(request.request_id)
+            else:  # the id stays taken while the cached tree retains it
+                self.cached.retain(tree_id)
+                del self._ids[request.request_id]
+                del self._requests[tree_id]
+                self._retained[request.request_id] = tree_id
         else:
             self.remove_request(request)  # waiting or parked
+
+    def cache_lost(self, request_id: str) -> None:
+        """vLLM's prefix cache evicted a block that request `request_id` released last, or it
+        owns none any more (FeatherScheduler's owner accounting): the cached tree forgets it."""
+        tree_id = self._retained.pop(request_id, None)
+        if tree_id is not None:
+            self.cached.forget(tree_id)
+            self._free_ids.append(tree_id)
+            self.forgotten += 1
 
     def has_waiting(self) -> bool:
         """Whether the tree has a proposal (parked requests wait, but not this round)."""
@@ -418,7 +466,8 @@ class FeatherScheduler(Scheduler):
         if config.selector == "cht":
             self.waiting = ChtRequestQueue(hash_block, self._admission_gate,
                                            partial_block=config.partial_block,
-                                           on_waiting=self._shape_waiting)
+                                           on_waiting=self._shape_waiting,
+                                           retain_cached=config.retain_cached)
         else:
             self.waiting = GatedFcfsRequestQueue(self._admission_gate)
         self._forming = False
@@ -427,6 +476,14 @@ class FeatherScheduler(Scheduler):
         self._skips = 0  # skips taken this round
         self._running_at_round_start = 0
         self._pool = self.kv_cache_manager.block_pool
+        # The cached working set's eviction reports (PluginConfig.retain_cached), as feather's
+        # KvCache::ReportEvictedOwners: a cached block's owner is the request that released it
+        # last; the owner is reported when the pool evicts one of its blocks, and a request when
+        # it owns none (others took its blocks over, or it released none of its own).
+        self._owner_of: dict[int, str] = {}  # block id -> request id
+        self._owned: dict[str, int] = {}  # request id -> cached blocks it owns
+        if config.selector == "cht" and config.retain_cached:
+            self._watch_cache()
         # The batch shape, for a policy that reads it (mpc, converge): module comment, point 3.
         self._shape: feather.BatchShapeTracker | None = None
         if self.policy.wants_batch_shape():
@@ -656,6 +713,49 @@ class FeatherScheduler(Scheduler):
                 return int(source["whole_step_ns"]), source
             return int(source), None
         return measured, None
+
+    def _watch_cache(self) -> None:
+        """Wraps the block pool's eviction and the KV manager's free (both called through the
+        instance) with the owner accounting of the cached working set."""
+        pool, manager = self._pool, self.kv_cache_manager
+        evict, free = pool._maybe_evict_cached_block, manager.free
+        blocks_of = manager.coordinator.single_type_managers[0].req_to_blocks
+
+        def evict_and_report(block, *args: Any, **kwargs: Any) -> bool:
+            evicted = evict(block, *args, **kwargs)
+            owner = self._owner_of.pop(block.block_id, None) if evicted else None
+            if owner is not None:
+                self.waiting.cache_lost(owner)
+                self._disown(owner)
+            return evicted
+
+        def free_and_account(request: Request) -> None:
+            rid = request.request_id
+            # Blocks this free returns to the pool that stay cached: their last release.
+            released = [b.block_id for b in blocks_of.get(rid, ())
+                        if not b.is_null and b.ref_cnt == 1 and b.block_hash is not None]
+            free(request)
+            for block_id in released:
+                previous = self._owner_of.get(block_id)
+                if previous == rid:
+                    continue
+                if previous is not None:
+                    self._disown(previous)
+                self._owner_of[block_id] = rid
+                self._owned[rid] = self._owned.get(rid, 0) + 1
+            if self._owned.get(rid, 0) == 0:
+                self.waiting.cache_lost(rid)
+
+        pool._maybe_evict_cached_block = evict_and_report
+        manager.free = free_and_account
+
+    def _disown(self, owner: str) -> None:
+        left = self._owned[owner] - 1
+        if left > 0:
+            self._owned[owner] = left
+            return
+        del self._owned[owner]
+        self.waiting.cache_lost(owner)
 
     def _free_request(self, request: Request, *args: Any, **kwargs: Any):
         self.waiting.forget(request)
