@@ -35,10 +35,11 @@ namespace feather {
 
 class ChtSelector final : public CandidateSelector {
  public:
-  // retain_cached: a finished request stays in the working set (ChunkedHashTree::Retain) until
-  // the engine's prefix cache evicts one of its blocks (OnCacheEvicted), so a waiting request
-  // that continues it (a conversation's next turn) misses only what the cache lost. Off: the
-  // paper's working set, the running batch alone.
+  // retain_cached: a finished request stays in the second tree's working set
+  // (ChunkedHashTree::Retain) until the engine's prefix cache evicts one of its blocks
+  // (OnCacheEvicted), so a waiting request that continues it (a conversation's next turn)
+  // misses only what the cache lost; the ranking reads both trees (above). Off: the paper's
+  // working set, the running batch alone (scenarios default to on: SelectorOptions).
   explicit ChtSelector(const ChtConfig& config = {}, bool retain_cached = false)
       : tree_(config),
         cached_(retain_cached ? std::make_unique<ChunkedHashTree>(config) : nullptr) {}

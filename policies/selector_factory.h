@@ -21,7 +21,7 @@ namespace feather {
 // the scenario (the KV pool, the block size, the workload's size).
 struct SelectorOptions {
   uint32_t chunk_tokens = 50;          // cht
-  bool cht_retain_cached = false;      // cht: finished requests stay in the working set while cached
+  bool cht_retain_cached = true;       // cht: finished requests stay in a second tree while cached
   uint32_t radix_page_size = 1;        // lpm, dfs-weight
   bool lpm_fcfs_fallback = false;      // lpm: SGLang's switch to FCFS above 128 waiting
   uint64_t cache_capacity_tokens = 0;  // lpm, dfs-weight (0 = unbounded); from the KV pool

@@ -200,8 +200,10 @@ def parse_claims(text: str, fname: str, repo: pathlib.Path | None = None,
                  feather_stop: str | None = None) -> ClaimsFile:
     """Validates a claims file; raises ClaimsError listing every problem with file:line: field.
 
-    feather_stop: the stop policy for the `feather*` aliases that name the bandit (Feather as
-    the paper ran it), e.g. the binary's default `converge`; None keeps the file's."""
+    feather_stop: Feather as the binary ships it, with this stop policy (e.g. its default,
+    `converge`): the `feather*` aliases that name the bandit (Feather as the paper ran it) get
+    it, and every `feather*` alias drops `scheduler.cht_retain_cached` (the paper's working set)
+    so the binary's default applies; None keeps the file's."""
     data, lines = load_yaml_with_lines(text, fname)
     problems: list[str] = []
 
@@ -239,10 +241,14 @@ def parse_claims(text: str, fname: str, repo: pathlib.Path | None = None,
         err("schedulers", "must map an alias to a mapping of scenario keys")
         scheds = {}
     if feather_stop is not None:
-        scheds = {alias: ({**keys, "scheduler.stop": feather_stop}
-                          if alias.startswith("feather") and keys.get("scheduler.stop") == "bandit"
-                          else keys)
-                  for alias, keys in scheds.items()}
+        def shipped(alias: str, keys: dict[str, Any]) -> dict[str, Any]:
+            if not alias.startswith("feather"):
+                return keys
+            keys = {k: v for k, v in keys.items() if k != "scheduler.cht_retain_cached"}
+            if keys.get("scheduler.stop") == "bandit":
+                keys["scheduler.stop"] = feather_stop
+            return keys
+        scheds = {alias: shipped(alias, keys) for alias, keys in scheds.items()}
 
     runs: dict[str, RunSpec] = {}
     families: dict[str, Family] = {}
@@ -924,8 +930,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--only", nargs="*", default=None, help="claim ids (prefix match)")
     ap.add_argument("--check", action="store_true", help="validate the claims file; run nothing")
     ap.add_argument("--feather-stop", default=None, metavar="STOP",
-                    help="run Feather (the feather* aliases that name the bandit) with this stop "
-                         "policy instead, e.g. converge, the binary's default; needs its own --out")
+                    help="run Feather as the binary ships it: the feather* aliases that name the "
+                         "bandit get this stop policy (e.g. converge, the default) and the "
+                         "binary's default CHT working set; needs its own --out")
     args = ap.parse_args(argv)
     repo = pathlib.Path(__file__).resolve().parents[1]
     os.chdir(repo)

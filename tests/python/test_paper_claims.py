@@ -78,15 +78,17 @@ def test_feather_stop_replaces_the_bandit_of_the_feather_aliases_only():
     header = HEADER.replace(
         "claims:\n", "  c: {scenario: scenarios/default.yaml, scheduler: radix_rl}\nclaims:\n").replace(
         "  feather: {scheduler.selector: cht, scheduler.stop: bandit}\n",
-        "  feather: {scheduler.selector: cht, scheduler.stop: bandit}\n"
+        "  feather: {scheduler.selector: cht, scheduler.stop: bandit,"
+        " scheduler.cht_retain_cached: false}\n"
         "  feather_norl: {scheduler.selector: cht, scheduler.stop: always}\n"
         "  radix_rl: {scheduler.selector: lpm, scheduler.stop: bandit}\n")
     cf = pc.parse_claims(header + RATIO, "c.yaml", REPO, feather_stop="converge")
     assert cf.runs["a"].sets == {"scheduler.selector": "cht", "scheduler.stop": "converge"}
     assert cf.runs["b"].sets["scheduler.stop"] == "always"
     assert cf.runs["c"].sets["scheduler.stop"] == "bandit"  # not a feather alias
-    assert pc.parse_claims(header + RATIO, "c.yaml", REPO).runs["a"].sets["scheduler.stop"] == \
-        "bandit"
+    plain = pc.parse_claims(header + RATIO, "c.yaml", REPO).runs["a"].sets
+    assert plain == {"scheduler.selector": "cht", "scheduler.stop": "bandit",
+                     "scheduler.cht_retain_cached": False}
 
 
 def test_feather_stop_needs_its_own_output_dir(capsys):

@@ -57,11 +57,13 @@ def test_plugin_decides_as_feathers_simulator(name, policy):
     assert scheduler.policy.name() == policy
     assert scheduler.stats.stops >= 100  # the policy really closes batches
     assert scheduler.stats.rewarded_steps == len(result.vllm)
-    # Every request left the tree, and tree ids were recycled.
+    # Every request left the paper's tree, and tree ids were recycled, but for those the cached
+    # working set still retains (their KV still in vLLM's prefix cache).
     queue = scheduler.waiting
     assert isinstance(queue, ChtRequestQueue)
     assert queue.tree.num_waiting() == 0 and queue.tree.num_active() == 0
-    assert not queue._ids and len(queue._free_ids) == queue._next_id
+    assert queue.cached is not None and queue.cached.num_retained() == len(queue._retained)
+    assert not queue._ids and len(queue._free_ids) + len(queue._retained) == queue._next_id
 
 
 _SHAPE_REPLAYS: dict[str, object] = {}

@@ -77,9 +77,9 @@ default, or ``fcfs``: vLLM's order, still gated by the policy), ``policy`` (a na
 ``feather.make_stop_policy``), ``seed``, ``state_bins``, ``load`` (a saved policy), ``learning``,
 ``save`` (written at shutdown), ``retain_cached`` (the CHT's cached working set, feather's
 ``scheduler.cht_retain_cached``: finished requests stay in a second tree until vLLM's block pool
-evicts a block they released last; off by default), or ``scenario`` (+ ``overrides``): the stop
-policy a feather scenario configures (``feather.stop_policy_from_scenario``; ``selector`` is still
-this file's).
+evicts a block they released last; on by default, as in feather's scenarios), or ``scenario``
+(+ ``overrides``): the stop policy a feather scenario configures
+(``feather.stop_policy_from_scenario``; ``selector`` is still this file's).
 
 One round per executed step, also under async scheduling. With a batch queue (vLLM's async
 scheduling, on by default in 0.32, also for a plain ``Scheduler`` subclass) the engine calls
@@ -145,7 +145,7 @@ class PluginConfig:
     # The CHT's cached working set (feather's `scheduler.cht_retain_cached`): a finished request
     # stays in a second tree until vLLM's prefix cache evicts a block it released last; the
     # paper's tree ranks first (ChtRequestQueue.best).
-    retain_cached: bool = False
+    retain_cached: bool = True
     # Not from files: a ready policy object (tests), and a step-time source replacing the
     # measurement: called with the SchedulerOutput of the step, returns nanoseconds, or a dict
     # as feather.Simulation.last_feedback() gives (whole_step_ns, and the decode_ns and
