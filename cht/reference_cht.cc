@@ -30,35 +30,31 @@ uint32_t ReferenceCht::Missing(const Request& request,
   return miss;
 }
 
-uint32_t ReferenceCht::LevelSharedByAll() const {
-  if (requests_.empty()) return 0;
-  const std::vector<PrefixHash>& first = requests_.begin()->second.hashes;
-  size_t common = first.size();
+// The longest common prefix of the requests `in` selects.
+template <typename Pred>
+uint32_t ReferenceCht::CommonPrefix(Pred in) const {
+  const std::vector<PrefixHash>* first = nullptr;
+  size_t common = 0;
   for (const auto& [id, r] : requests_) {
+    if (!in(r)) continue;
+    if (first == nullptr) {
+      first = &r.hashes;
+      common = r.hashes.size();
+      continue;
+    }
     size_t c = 0;
-    while (c < common && c < r.hashes.size() && r.hashes[c] == first[c]) ++c;
+    while (c < common && c < r.hashes.size() && r.hashes[c] == (*first)[c]) ++c;
     common = c;
   }
   return static_cast<uint32_t>(common);
 }
 
+uint32_t ReferenceCht::LevelSharedByAll() const {
+  return CommonPrefix([](const Request&) { return true; });
+}
+
 uint32_t ReferenceCht::TipLevel() const {
-  const std::vector<PrefixHash>* first = nullptr;
-  size_t tip = 0;
-  for (const auto& [id, r] : requests_) {
-    if (r.state != State::kActive) continue;
-    if (first == nullptr) {
-      first = &r.hashes;
-      tip = r.hashes.size();
-      continue;
-    }
-    size_t common = 0;
-    while (common < tip && common < r.hashes.size() && r.hashes[common] == (*first)[common]) {
-      ++common;
-    }
-    tip = common;
-  }
-  return static_cast<uint32_t>(tip);
+  return CommonPrefix([](const Request& r) { return r.state == State::kActive; });
 }
 
 uint32_t ReferenceCht::MissingCount(RequestId id) const {

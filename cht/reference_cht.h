@@ -49,6 +49,8 @@ class ReferenceCht {
     uint64_t seq = 0;
     State state = State::kWaiting;
   };
+  template <typename Pred>
+  [[nodiscard]] uint32_t CommonPrefix(Pred in) const;
   // The chunks of the active requests, and of the retained ones unless batch_only.
   [[nodiscard]] std::set<std::pair<uint32_t, PrefixHash>> WorkingSet(bool batch_only = false) const;
   [[nodiscard]] uint32_t Missing(const Request& request,

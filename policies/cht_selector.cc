@@ -14,21 +14,16 @@ void ChtSelector::OnArrival(const RequestInfo& request) {
 }
 
 void ChtSelector::BeginRound() {
-  for (const RequestId id : parked_) {
-    tree_.Unpark(id);
-    if (cached_ != nullptr) cached_->Unpark(id);
-  }
+  for (const RequestId id : parked_) OnBothTrees([id](ChunkedHashTree& t) { t.Unpark(id); });
   parked_.clear();
 }
 
 void ChtSelector::Admit(RequestId id) {
-  tree_.AddToBatch(id);
-  if (cached_ != nullptr) cached_->AddToBatch(id);
+  OnBothTrees([id](ChunkedHashTree& t) { t.AddToBatch(id); });
 }
 
 bool ChtSelector::Skip(RequestId id) {
-  tree_.Park(id);
-  if (cached_ != nullptr) cached_->Park(id);
+  OnBothTrees([id](ChunkedHashTree& t) { t.Park(id); });
   parked_.push_back(id);
   return true;
 }
@@ -39,14 +34,12 @@ void ChtSelector::OnFinish(RequestId id) {
 }
 
 void ChtSelector::OnPreempt(RequestId id) {
-  tree_.Requeue(id);
-  if (cached_ != nullptr) cached_->Requeue(id);
+  OnBothTrees([id](ChunkedHashTree& t) { t.Requeue(id); });
 }
 
 void ChtSelector::OnCancel(RequestId id) {
   if (tree_.IsParked(id)) parked_.erase(std::find(parked_.begin(), parked_.end(), id));
-  tree_.Remove(id);
-  if (cached_ != nullptr) cached_->Remove(id);
+  OnBothTrees([id](ChunkedHashTree& t) { t.Remove(id); });
 }
 
 std::optional<Candidate> ChtSelector::Next() {

@@ -70,6 +70,14 @@ class ChtSelector final : public CandidateSelector {
   [[nodiscard]] const ChunkedHashTree* cached_tree() const { return cached_.get(); }
 
  private:
+  // Runs `op` on the paper's tree, then on the cached one if there is one: every request
+  // operation but a Retain / Forget goes to both, so that they wait and batch the same ids.
+  template <typename Op>
+  void OnBothTrees(Op&& op) {
+    op(tree_);
+    if (cached_ != nullptr) op(*cached_);
+  }
+
   ChunkedHashTree tree_;
   std::unique_ptr<ChunkedHashTree> cached_;
   std::vector<RequestId> parked_;  // skipped this round (a cancelled one may have left since)

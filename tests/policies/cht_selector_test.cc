@@ -85,6 +85,23 @@ TEST(ChtSelector, ACachedWorkingSetProposesTheTurnThatContinuesAFinishedOne) {
   s.cached_tree()->CheckInvariants();
 }
 
+// Two groups' prefixes, 10 chunks each.
+struct TwoGroups {
+  std::vector<Token> a = Tokens(1, 100);
+  std::vector<Token> b = Tokens(10000, 100);
+};
+
+// An A request (id 0) and a B request (id 1), each 2 chunks past its prefix, admitted.
+void RunBoth(ChtSelector& s, const TwoGroups& g) {
+  s.OnArrival({0, Concat(g.a, Tokens(200, 20)), kNoPrefixGroup});
+  s.OnArrival({1, Concat(g.b, Tokens(300, 20)), kNoPrefixGroup});
+  s.BeginRound();
+  for (const RequestId id : {0u, 1u}) {
+    ASSERT_TRUE(s.Next().has_value());
+    s.Admit(id);
+  }
+}
+
 // Two groups (prefixes A and B, 10 chunks each); an A request runs, a B request finished and is
 // cached. Waiting: an A request with a long own tail (misses 8 chunks from the batch, 8 from the
 // cache) and a B request with a short one (misses 12 from the batch, 2 from the cache). The
@@ -93,15 +110,10 @@ TEST(ChtSelector, TheBatchsGroupComesBeforeWhatTheCacheHolds) {
   ChtConfig config;
   config.chunk_tokens = kChunk;
   ChtSelector s(config, /*retain_cached=*/true);
-  const std::vector<Token> a = Tokens(1, 100);
-  const std::vector<Token> b = Tokens(10000, 100);
-  s.OnArrival({0, Concat(a, Tokens(200, 20)), kNoPrefixGroup});
-  s.OnArrival({1, Concat(b, Tokens(300, 20)), kNoPrefixGroup});
-  s.BeginRound();
-  for (const RequestId id : {0u, 1u}) {
-    ASSERT_TRUE(s.Next().has_value());
-    s.Admit(id);
-  }
+  const TwoGroups g;
+  ASSERT_NO_FATAL_FAILURE(RunBoth(s, g));
+  const std::vector<Token>& a = g.a;
+  const std::vector<Token>& b = g.b;
   s.OnFinish(1);  // B's request finishes; its KV stays cached
   s.OnArrival({2, Concat(a, Tokens(400, 80)), kNoPrefixGroup});  // 18 chunks, shares A
   s.OnArrival({3, Concat(b, Tokens(500, 20)), kNoPrefixGroup});  // 12 chunks, B cached
@@ -130,19 +142,14 @@ TEST(ChtSelector, AProposalSharingNothingWithTheBatchGivesWayToTheCachesBest) {
   ChtConfig config;
   config.chunk_tokens = kChunk;
   ChtSelector s(config, /*retain_cached=*/true);
-  const std::vector<Token> a = Tokens(1, 100);
-  const std::vector<Token> b = Tokens(10000, 100);
-  s.OnArrival({0, Concat(a, Tokens(200, 20)), kNoPrefixGroup});
-  s.OnArrival({1, Concat(b, Tokens(300, 20)), kNoPrefixGroup});
-  s.BeginRound();
-  for (const RequestId id : {0u, 1u}) {
-    ASSERT_TRUE(s.Next().has_value());
-    s.Admit(id);
-  }
+  const TwoGroups g;
+  ASSERT_NO_FATAL_FAILURE(RunBoth(s, g));
+  const std::vector<Token>& a = g.a;
+  const std::vector<Token>& b = g.b;
   s.OnFinish(1);
   s.OnArrival({2, Concat(a, Tokens(400, 200)), kNoPrefixGroup});  // A: misses 20 of the batch
   s.OnArrival({3, Concat(b, Tokens(500, 30)), kNoPrefixGroup});   // B: 13 chunks, 3 uncached
-  s.OnArrival({4, Tokens(90000, 50), kNoPrefixGroup});             // C: 5 chunks, none cached
+  s.OnArrival({4, Tokens(90000, 50), kNoPrefixGroup});  // C: 5 chunks, none cached
   s.BeginRound();
   // The paper's best is C (5 missing from the batch; A's misses 20), which shares nothing with
   // the batch; the cache's best is B (3 missing).

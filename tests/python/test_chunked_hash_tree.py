@@ -9,6 +9,19 @@ import pytest
 import feather
 
 
+def common_prefix(prompts):
+    """The longest common prefix, in chunks, of lists of chunk keys (0 for none)."""
+    if not prompts:
+        return 0
+    common = len(prompts[0])
+    for keys in prompts[1:]:
+        c = 0
+        while c < common and c < len(keys) and keys[c] == prompts[0][c]:
+            c += 1
+        common = c
+    return common
+
+
 class Reference:
     """The CHT's semantics from scratch (cht/reference_cht.h), keyed without hashing.
 
@@ -32,32 +45,15 @@ class Reference:
                 for c, k in enumerate(keys, 1)}
 
     def level_shared_by_all(self):
-        keys = [k for k, _, _ in self.requests.values()]
-        if not keys:
-            return 0
-        common = len(keys[0])
-        for k in keys[1:]:
-            c = 0
-            while c < common and c < len(k) and k[c] == keys[0][c]:
-                c += 1
-            common = c
-        return common
+        return common_prefix([keys for keys, _, _ in self.requests.values()])
 
     def missing(self, rid, ws=None):
         ws = self.working_set() if ws is None else ws
         return sum((c, k) not in ws for c, k in enumerate(self.requests[rid][0], 1))
 
     def tip(self):
-        active = [keys for keys, _, state in self.requests.values() if state == "active"]
-        if not active:
-            return 0
-        tip = len(active[0])
-        for keys in active[1:]:
-            common = 0
-            while common < tip and common < len(keys) and keys[common] == active[0][common]:
-                common += 1
-            tip = common
-        return tip
+        return common_prefix([keys for keys, _, state in self.requests.values()
+                              if state == "active"])
 
     def in_state(self, wanted):
         return sorted(r for r, (_, _, state) in self.requests.items() if state == wanted)

@@ -256,9 +256,8 @@ class ChtRequestQueue(RequestQueue):
         if tree_id == self._next_id:
             self._next_id += 1
         keys = self.keys_of(request)
-        self.tree.insert_blocks(tree_id, keys)
-        if self.cached is not None:
-            self.cached.insert_blocks(tree_id, keys)
+        for tree in self._trees():
+            tree.insert_blocks(tree_id, keys)
         self._ids[request.request_id] = tree_id
         self._requests[tree_id] = request
 
@@ -281,27 +280,34 @@ class ChtRequestQueue(RequestQueue):
         """Passes over the proposal for the rest of this schedule() call: the tree parks it, so
         ``best`` names the next one; it still counts in ``len``. ``unpark_all`` ends the round."""
         tree_id = self._ids[request.request_id]
-        self.tree.park(tree_id)
-        if self.cached is not None:
-            self.cached.park(tree_id)
+        for tree in self._trees():
+            tree.park(tree_id)
         self._parked.append(tree_id)
         return True
 
     def unpark_all(self) -> None:
         for tree_id in self._parked:
-            self.tree.unpark(tree_id)
-            if self.cached is not None:
-                self.cached.unpark(tree_id)
+            for tree in self._trees():
+                tree.unpark(tree_id)
         self._parked.clear()
 
     def _drop_parked(self, tree_id: int) -> None:
         if self.tree.is_parked(tree_id):
             self._parked.remove(tree_id)
 
-    def _release(self, request_id: str) -> None:
+    def _trees(self) -> tuple[feather.ChunkedHashTree, ...]:
+        """The paper's tree and, with retain_cached, the cached one: every request operation
+        but retain / forget goes to both, so that they wait and batch the same ids."""
+        return (self.tree,) if self.cached is None else (self.tree, self.cached)
+
+    def _release(self, request_id: str, reuse: bool = True) -> int:
+        """Drops the request's entries; its tree id is free again unless `reuse` is False (the
+        cached tree still retains it)."""
         tree_id = self._ids.pop(request_id)
         del self._requests[tree_id]
-        self._free_ids.append(tree_id)
+        if reuse:
+            self._free_ids.append(tree_id)
+        return tree_id
 
     def add_request(self, request: Request) -> None:
         self._insert(request)
@@ -319,9 +325,8 @@ class ChtRequestQueue(RequestQueue):
             raise IndexError("pop from an empty queue")
         request = best[0]
         tree_id = self._ids[request.request_id]
-        self.tree.add_to_batch(tree_id)
-        if self.cached is not None:
-            self.cached.add_to_batch(tree_id)
+        for tree in self._trees():
+            tree.add_to_batch(tree_id)
         self._on_waiting(request, -1)
         return request
 
@@ -332,9 +337,8 @@ class ChtRequestQueue(RequestQueue):
             self._insert(request)
             self._on_waiting(request, +1)
         elif self.tree.is_active(tree_id):
-            self.tree.requeue(tree_id)
-            if self.cached is not None:
-                self.cached.requeue(tree_id)
+            for tree in self._trees():
+                tree.requeue(tree_id)
             self._on_waiting(request, +1)
 
     def prepend_requests(self, requests: Iterable[Request]) -> None:
@@ -346,9 +350,8 @@ class ChtRequestQueue(RequestQueue):
         if tree_id is not None and (self.tree.is_waiting(tree_id) or
                                     self.tree.is_parked(tree_id)):
             self._drop_parked(tree_id)
-            self.tree.remove(tree_id)
-            if self.cached is not None:
-                self.cached.remove(tree_id)
+            for tree in self._trees():
+                tree.remove(tree_id)
             self._release(request.request_id)
             self._on_waiting(request, -1)
 
@@ -363,12 +366,10 @@ class ChtRequestQueue(RequestQueue):
             return
         if self.tree.is_active(tree_id):
             self.tree.finish(tree_id)
-            if self.cached is None:
-                self._release(request.request_id)
-            else:  # the id stays taken while the cached tree retains it
+            # With the cached tree the id stays taken while it retains the request.
+            self._release(request.request_id, reuse=self.cached is None)
+            if self.cached is not None:
                 self.cached.retain(tree_id)
-                del self._ids[request.request_id]
-                del self._requests[tree_id]
                 self._retained[request.request_id] = tree_id
         else:
             self.remove_request(request)  # waiting or parked
