@@ -149,7 +149,7 @@ TEST(ChtSelector, AProposalSharingNothingWithTheBatchGivesWayToTheCachesBest) {
   s.OnFinish(1);
   s.OnArrival({2, Concat(a, Tokens(400, 200)), kNoPrefixGroup});  // A: misses 20 of the batch
   s.OnArrival({3, Concat(b, Tokens(500, 30)), kNoPrefixGroup});   // B: 13 chunks, 3 uncached
-  s.OnArrival({4, Tokens(90000, 50), kNoPrefixGroup});  // C: 5 chunks, none cached
+  s.OnArrival({4, Tokens(90000, 50), kNoPrefixGroup});            // C: 5 chunks, none cached
   s.BeginRound();
   // The paper's best is C (5 missing from the batch; A's misses 20), which shares nothing with
   // the batch; the cache's best is B (3 missing).
