@@ -34,6 +34,10 @@
 // blocks in the same order beside each decode pass (walk_of_probe, decode_of_walk):
 //   attention_kernels_benchmark --benchmark_repetitions=6 --benchmark_enable_random_interleaving
 //     --benchmark_report_aggregates_only=true --benchmark_filter='DecodeOfWalk/.*/threads:2/'
+// Both take the page size as their last argument (block: 16, the engine's and vLLM's GPU default;
+// 64; 128, vLLM's CPU backend default), so one run puts the page sizes side by side:
+//   attention_kernels_benchmark --benchmark_repetitions=5 --benchmark_enable_random_interleaving
+//     --benchmark_report_aggregates_only=true --benchmark_filter='DecodeOfProbe/.*/prefetch_kib:0/'
 // OpenMP is private to feather_hw, so the bandwidth loop here uses std::thread.
 #include <benchmark/benchmark.h>
 #include <sys/mman.h>
@@ -221,9 +225,10 @@ struct KvPools {
   PoolMemory k, v;
 };
 
-KvPools MakePools(uint32_t num_blocks, uint32_t kv_heads, uint32_t head_dim, KvDtype dtype) {
+KvPools MakePools(uint32_t num_blocks, uint32_t kv_heads, uint32_t head_dim, KvDtype dtype,
+                  uint32_t block_tokens = kBlockTokens) {
   KvPools pools;
-  pools.layout = {num_blocks, kv_heads, kBlockTokens, head_dim, dtype};
+  pools.layout = {num_blocks, kv_heads, block_tokens, head_dim, dtype};
   const size_t bytes = pools.layout.PoolBytes();
   pools.k = AllocatePool(bytes);
   pools.v = AllocatePool(bytes);
@@ -234,15 +239,16 @@ KvPools MakePools(uint32_t num_blocks, uint32_t kv_heads, uint32_t head_dim, KvD
   return pools;
 }
 
-// A CSR block table (hw/paged_kv.h): entries of ceil(tokens / kBlockTokens) pages each.
+// A CSR block table (hw/paged_kv.h): entries of ceil(tokens / block_tokens) pages each.
 struct CsrTable {
+  uint32_t block_tokens = kBlockTokens;
   std::vector<uint32_t> indptr = {0}, indices, last_page_len;
 
   void Add(const std::vector<uint32_t>& pages, uint32_t tokens) {
-    const uint32_t used = (tokens + kBlockTokens - 1) / kBlockTokens;
+    const uint32_t used = (tokens + block_tokens - 1) / block_tokens;
     indices.insert(indices.end(), pages.begin(), pages.begin() + used);
     indptr.push_back(static_cast<uint32_t>(indices.size()));
-    last_page_len.push_back(LastPageLen(tokens, kBlockTokens));
+    last_page_len.push_back(LastPageLen(tokens, block_tokens));
   }
   [[nodiscard]] PagedKvView View(KvPools& pools) const {
     return PagedKvView{.k_data = pools.k.get(),
@@ -280,16 +286,20 @@ struct DecodeShape {
   uint32_t suffix_tokens;
   uint32_t kv_heads = 2;  // query heads: 4 per kv head
   uint32_t head_dim = 64;
+  uint32_t block_tokens = kBlockTokens;
   bool operator==(const DecodeShape&) const = default;
 };
 
 std::unique_ptr<DecodeSetup> BuildDecodeSetup(const DecodeShape& shape) {
   auto setup = std::make_unique<DecodeSetup>();
   setup->num_heads = 4 * shape.kv_heads;
-  const uint32_t prefix_blocks = shape.prefix_tokens / kBlockTokens;
-  const uint32_t own_blocks = (shape.suffix_tokens + kBlockTokens - 1) / kBlockTokens;
+  const uint32_t block_tokens = shape.block_tokens;
+  const uint32_t prefix_blocks = shape.prefix_tokens / block_tokens;
+  const uint32_t own_blocks = (shape.suffix_tokens + block_tokens - 1) / block_tokens;
   const uint32_t total_blocks = shape.groups * prefix_blocks + shape.requests * own_blocks;
-  setup->pools = MakePools(total_blocks, shape.kv_heads, shape.head_dim, shape.dtype);
+  setup->pools = MakePools(total_blocks, shape.kv_heads, shape.head_dim, shape.dtype, block_tokens);
+  setup->table.block_tokens = block_tokens;
+  setup->prefixes.block_tokens = block_tokens;
   std::vector<uint32_t> order(total_blocks);
   std::iota(order.begin(), order.end(), 0u);
   Rng rng(42);
@@ -433,13 +443,20 @@ struct HeadlineDecode {
   DecodeAttentionParams params;
   size_t logical_bytes;  // Σ over requests of their whole KV
 };
-// wide: 64 requests of Llama-3-8B's attention shape instead (8 kv heads, head dim 128: a block's
-// K is 8 tiles end to end, 32 KiB in bf16), as much KV.
+// shape 1 ("wide"): 64 requests of Llama-3-8B's attention shape instead (8 kv heads, head dim
+// 128: a block's K is 8 tiles end to end, 32 KiB in bf16), as much KV; shape 2: 128 requests of
+// cpu-small's (scenarios/models/cpu-small.yaml: 4 kv heads, head dim 64), the model the CPU
+// engine serves, as much KV. block_tokens: the page size (16: vLLM's GPU default and the
+// engine's; 128: vLLM's CPU backend with its optimized kernels, vllm/platforms/cpu.py).
 std::optional<HeadlineDecode> PrepareHeadlineDecode(benchmark::State& state, KvDtype dtype,
                                                     int threads, DecodeWorkspace& workspace,
-                                                    bool wide = false) {
-  DecodeSetup& setup = CachedDecodeSetup(wide ? DecodeShape{dtype, 64, 0, 0, 4096, 8, 128}
-                                              : DecodeShape{dtype, 256, 0, 0, 4096});
+                                                    int shape = 0,
+                                                    uint32_t block_tokens = kBlockTokens) {
+  DecodeShape want{dtype, 256, 0, 0, 4096};
+  if (shape == 1) want = DecodeShape{dtype, 64, 0, 0, 4096, 8, 128};
+  if (shape == 2) want = DecodeShape{dtype, 128, 0, 0, 4096, 4, 64};
+  want.block_tokens = block_tokens;
+  DecodeSetup& setup = CachedDecodeSetup(want);
   DecodeAttentionParams p = DecodeParamsOf(setup, threads);
   PagedDecodeAttention(p, workspace);
   if (!VerifyDecodeRows(p, 2)) {
@@ -461,7 +478,8 @@ std::optional<HeadlineDecode> PrepareHeadlineDecode(benchmark::State& state, KvD
 //   probe_Bps: the probe's median rate over the same pairs.
 // bytes_per_second is the decode pass alone (manual time). Args: dtype, threads, isa,
 // prefetch_kib (the kernels' lookahead, SetDecodePrefetchBytes; 0 = the default, 16 KiB; rounded
-// up to whole tiles, which are 2 KiB bf16 and 4 KiB fp32 here).
+// up to whole tiles, which are 2 KiB bf16 and 4 KiB fp32 here), block (tokens per page, as
+// PrepareHeadlineDecode: 16, or 64 and 128 where larger pages make longer runs of KV).
 void BM_DecodeOfProbe(benchmark::State& state) {
   const ScopedIsa isa(state, 2);
   if (state.error_occurred()) return;
@@ -470,8 +488,8 @@ void BM_DecodeOfProbe(benchmark::State& state) {
   const size_t prefetch_before = DecodePrefetchBytes();
   if (state.range(3) > 0) SetDecodePrefetchBytes(static_cast<size_t>(state.range(3)) << 10);
   DecodeWorkspace workspace;
-  const std::optional<HeadlineDecode> decode =
-      PrepareHeadlineDecode(state, dtype, threads, workspace);
+  const std::optional<HeadlineDecode> decode = PrepareHeadlineDecode(
+      state, dtype, threads, workspace, 0, static_cast<uint32_t>(state.range(4)));
   if (!decode) {
     SetDecodePrefetchBytes(prefetch_before);
     return;
@@ -505,9 +523,10 @@ void BM_DecodeOfProbe(benchmark::State& state) {
   SetDecodePrefetchBytes(prefetch_before);
 }
 BENCHMARK(BM_DecodeOfProbe)
-    ->ArgNames({"bf16", "threads", "isa", "prefetch_kib"})
-    ->ArgsProduct({{0, 1}, {2}, {0, 2, 3, 4}, {0}})
-    ->ArgsProduct({{0, 1}, {2}, {0}, {2, 4, 8, 16, 32}})
+    ->ArgNames({"bf16", "threads", "isa", "prefetch_kib", "block"})
+    ->ArgsProduct({{0, 1}, {2}, {0, 2, 3, 4}, {0}, {16}})
+    ->ArgsProduct({{0, 1}, {2}, {0}, {2, 4, 8, 16, 32}, {16}})
+    ->ArgsProduct({{0, 1}, {2}, {0, 2, 3, 4}, {0}, {64, 128}})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
@@ -522,7 +541,12 @@ BENCHMARK(BM_DecodeOfProbe)
 size_t WalkDecodeBlocks(const DecodeSetup& setup, size_t threads, int pattern) {
   const PagedKvLayout& layout = setup.pools.layout;
   const size_t elem = KvDtypeBytes(layout.dtype);
-  const size_t tile_bytes = layout.TileElems() * elem;
+  // The kernels' tile: up to kTileTokens rows of one kv head; a page of more rows is visited as
+  // (rows, head) in token-then-head order (decode_attention_tile.cc, RunBatchesOverRange).
+  const uint32_t tile_tokens = std::min(layout.block_tokens, attention_internal::kTileTokens);
+  const size_t tiles_per_head = layout.block_tokens / tile_tokens;
+  const size_t tile_bytes = size_t{tile_tokens} * layout.head_dim * elem;
+  const size_t head_bytes = layout.TileElems() * elem;
   const size_t block_bytes = layout.BlockElems() * elem;
   const size_t hops = std::max<size_t>(1, (DecodePrefetchBytes() + tile_bytes - 1) / tile_bytes);
   const char* k_pool = setup.pools.k.get();
@@ -532,9 +556,12 @@ size_t WalkDecodeBlocks(const DecodeSetup& setup, size_t threads, int pattern) {
     uint64_t a = 0, b = 0, c = 0, d = 0;
     for (size_t r = t * requests / threads; r < (t + 1) * requests / threads; ++r) {
       const std::vector<uint32_t>& blocks = setup.tables[r];
-      const size_t tiles = blocks.size() * layout.kv_heads;
+      const size_t per_block = tiles_per_head * layout.kv_heads;
+      const size_t tiles = blocks.size() * per_block;
       const auto tile_offset = [&](size_t i) {
-        return blocks[i / layout.kv_heads] * block_bytes + i % layout.kv_heads * tile_bytes;
+        const size_t in_block = i % per_block;
+        return blocks[i / per_block] * block_bytes + in_block % layout.kv_heads * head_bytes +
+               in_block / layout.kv_heads * tile_bytes;
       };
       for (size_t i = 0; i < tiles; ++i) {
         const size_t ahead = i + hops < tiles ? tile_offset(i + hops) : tile_offset(i);
@@ -567,8 +594,9 @@ size_t WalkDecodeBlocks(const DecodeSetup& setup, size_t threads, int pattern) {
 //   walk_of_probe: the walk's rate over the probe's (medians of per-iteration ratios; p10-p90);
 //   decode_of_walk: the decode's rate over the walk's;
 //   of_probe: the decode's over the probe's, as BM_DecodeOfProbe.
-// Args: dtype, threads, pattern (WalkDecodeBlocks), isa (as BM_DecodeOfProbe), wide (1: the
-// Llama-3-8B shape of PrepareHeadlineDecode, 4 KiB bf16 tiles in 32 KiB runs).
+// Args: dtype, threads, pattern (WalkDecodeBlocks), isa (as BM_DecodeOfProbe), wide (the shape of
+// PrepareHeadlineDecode: 0 the headline; 1 Llama-3-8B's, 4 KiB bf16 tiles in 32 KiB runs; 2
+// cpu-small's, 2 KiB bf16 tiles in 8 KiB runs), block (tokens per page, as BM_DecodeOfProbe).
 void BM_DecodeOfWalk(benchmark::State& state) {
   const ScopedIsa isa(state, 3);
   if (state.error_occurred()) return;
@@ -577,7 +605,8 @@ void BM_DecodeOfWalk(benchmark::State& state) {
   const auto pattern = static_cast<int>(state.range(2));
   DecodeWorkspace workspace;
   const std::optional<HeadlineDecode> headline =
-      PrepareHeadlineDecode(state, dtype, threads, workspace, state.range(4) != 0);
+      PrepareHeadlineDecode(state, dtype, threads, workspace, static_cast<int>(state.range(4)),
+                            static_cast<uint32_t>(state.range(5)));
   if (!headline) return;
   const DecodeSetup& setup = *headline->setup;
   const DecodeAttentionParams& p = headline->params;
@@ -617,9 +646,10 @@ void BM_DecodeOfWalk(benchmark::State& state) {
                  " prefetch=" + std::to_string(DecodePrefetchBytes() >> 10) + "KiB");
 }
 BENCHMARK(BM_DecodeOfWalk)
-    ->ArgNames({"bf16", "threads", "pattern", "isa", "wide"})
-    ->ArgsProduct({{0, 1}, {1, 2}, {0, 1, 2}, {0}, {0}})
-    ->ArgsProduct({{0, 1}, {2}, {2}, {0}, {1}})
+    ->ArgNames({"bf16", "threads", "pattern", "isa", "wide", "block"})
+    ->ArgsProduct({{0, 1}, {1, 2}, {0, 1, 2}, {0}, {0}, {16}})
+    ->ArgsProduct({{0, 1}, {2}, {2}, {0}, {1, 2}, {16}})
+    ->ArgsProduct({{0, 1}, {2}, {2}, {0}, {0, 2}, {64, 128}})
     ->UseManualTime()
     ->Unit(benchmark::kMillisecond);
 
