@@ -286,6 +286,10 @@ std::string AttentionIsaName() {
   return isa == AttentionIsa::kAvx2 ? "avx2+fma" : hw::attention_internal::AttentionIsaName(isa);
 }
 
+void SetGridBlockTokens(std::vector<GridPoint>& grid, uint32_t block_tokens) {
+  for (GridPoint& point : grid) point.spec.block_tokens = block_tokens;
+}
+
 uint64_t LargestStepBlocks(std::span<const GridPoint> grid) {
   uint64_t blocks = 0;
   for (const GridPoint& point : grid) {
@@ -301,6 +305,14 @@ std::vector<StepMeasurement> MeasureCpuGrid(std::vector<GridPoint>& grid, const 
                                             const std::function<void(int pass)>& after_pass,
                                             const hw::CpuEngineOptions& engine_options,
                                             bool primed) {
+  const uint32_t block_tokens = grid.empty() ? 16 : grid.front().spec.block_tokens;
+  for (const GridPoint& point : grid) {
+    if (point.spec.block_tokens != block_tokens) {
+      throw std::invalid_argument("MeasureCpuGrid: the grid mixes page sizes (" +
+                                  std::to_string(block_tokens) + " and " +
+                                  std::to_string(point.spec.block_tokens) + " tokens)");
+    }
+  }
   std::unique_ptr<hw::CpuEngine> engines[2];  // [0] without cascade, [1] with
   std::vector<MeasuredEngine> measured_engines(2);
   for (const bool cascade : {false, true}) {
@@ -311,7 +323,7 @@ std::vector<StepMeasurement> MeasureCpuGrid(std::vector<GridPoint>& grid, const 
     options.num_threads = threads;
     options.cascade_attention = cascade;
     options.gemm_backend = backend;
-    engines[cascade] = std::make_unique<hw::CpuEngine>(model, pool_blocks, 16, options);
+    engines[cascade] = std::make_unique<hw::CpuEngine>(model, pool_blocks, block_tokens, options);
     measured_engines[cascade] = {engines[cascade].get(), cascade,
                                  static_cast<uint32_t>(engines[cascade]->num_threads())};
   }

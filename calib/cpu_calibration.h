@@ -45,6 +45,11 @@ struct GridPoint {
 
 [[nodiscard]] std::vector<GridPoint> CalibrationGrid(bool quick);
 
+// Sets every point's page size (SyntheticBatchSpec::block_tokens; the grid's own is 16): the
+// same logical steps on pages of `block_tokens` tokens (`calibrate --block-tokens`), their shared
+// prefixes held in as many whole pages as fit (hw/synthetic_batch.h).
+void SetGridBlockTokens(std::vector<GridPoint>& grid, uint32_t block_tokens);
+
 struct Probes {
   hw::BandwidthResult dram;  // the fastest DRAM probe: before the grid or between its passes
   hw::BandwidthResult llc;
@@ -107,7 +112,8 @@ void ProbeBandwidthBetweenPasses(Probes& probes, int threads, size_t llc_bytes);
 [[nodiscard]] uint64_t LargestStepBlocks(std::span<const GridPoint> grid);
 
 // Measures every grid point (its spec's pool_blocks set to `pool_blocks`) on CPU engines of
-// `model` with `threads` threads, `repetitions` timed passes; after_step / after_pass as in
+// `model` with `threads` threads and the points' page size (one for all; std::invalid_argument
+// when they differ), `repetitions` timed passes; after_step / after_pass as in
 // HarnessOptions. The engines take `engine_options` (kernel settings: the weights' layout, the
 // skinny rows, the prefetch) with the thread count, cascade and `backend` set here; `primed` as
 // HarnessOptions::primed. Returns the measurements in grid order (RowsOf gives the rows,

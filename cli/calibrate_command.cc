@@ -170,6 +170,7 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
   tune_options.head_dim = model.head_dim;
   tune_options.dtype = model.dtype_bytes == 2 ? hw::KvDtype::kBf16 : hw::KvDtype::kFp32;
   tune_options.num_threads = threads;
+  tune_options.block_tokens = options.block_tokens;
   if (options.quick) {
     tune_options.pool_bytes = size_t{128} << 20;
     tune_options.rounds = 3;
@@ -187,6 +188,7 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
       << "\n";
 
   std::vector<calib::GridPoint> grid = calib::CalibrationGrid(options.quick);
+  calib::SetGridBlockTokens(grid, options.block_tokens);
   // Build every step first: the pool must hold the largest one, and ids scatter over it.
   uint64_t pool_blocks = calib::LargestStepBlocks(grid);
   pool_blocks += pool_blocks / 8;
@@ -240,6 +242,7 @@ int CalibrateCpu(const CalibrateCommandOptions& options, std::ostream& out) {
   measured_on.decode_prefetch_bytes = tuning.best_bytes;
   measured_on.gemm_weights = packed ? "packed" : "row-major";
   measured_on.row_order = primed ? "primed" : "interleaved";
+  measured_on.block_tokens = options.block_tokens;
   base.measured_on = measured_on;
   calib::FitOptions fit_options;
   fit_options.hold = options.hold;
@@ -615,6 +618,11 @@ int CalibrateCommand(const CalibrateCommandOptions& options, std::ostream& out) 
     }
   }
   if (!options.refit_rows.empty()) return Refit(options, out);
+  if (options.target == "cuda" && options.block_tokens != 16) {
+    throw std::invalid_argument(
+        "--block-tokens: the cuda calibration grid runs 16-token pages "
+        "only (calib/cuda_calibration.h); drop --block-tokens");
+  }
   if (options.target == "cuda") {
     const InterruptScope scope;
     try {

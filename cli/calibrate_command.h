@@ -63,6 +63,11 @@ struct CalibrateCommandOptions {
   std::string out_path;              // empty: out/calibrate/<target>[-quick].yaml
   std::string model = "cpu-small";   // a built-in model name or a model file
   int threads = 0;                   // 0: every CPU this process may use
+  // --block-tokens: tokens per KV page of the engines the grid runs on (measured_on.block_tokens),
+  // the page size of the scenarios the profile is to price (serving.block_tokens): the kernels'
+  // scattered walk reads longer pages faster (hw/README.md, "Page size"). 16 = vLLM's GPU default
+  // and every shipped scenario's; vLLM's CPU backend defaults to 128. Live CPU calibration only.
+  uint32_t block_tokens = 16;
   // --refit ROWS...: fit stored rows (calib/rows_csv.h) instead of measuring; the peaks and
   // provenance come from --base (default: the profile beside the first rows file, X.yaml for
   // X-rows.csv). Needs --out.

@@ -436,6 +436,13 @@ int Main(int argc, char** argv) {
                         "Profile to write (default: out/calibrate/cpu[-quick].yaml)");
   calibrate->add_option("--model", calibrate_options.model,
                         "Model the engine runs (built-in name or file; default cpu-small)");
+  CLI::Option* block_option =
+      calibrate
+          ->add_option("--block-tokens", calibrate_options.block_tokens,
+                       "Tokens per KV page of the engines timed (default 16; the scenarios' "
+                       "serving.block_tokens; a live cpu calibration only)")
+          ->check(CLI::Range(1, 4096));
+  block_option->excludes(refit_option);
   calibrate->add_option("--threads", calibrate_options.threads,
                         "Threads (default: every CPU this process may use)")
       ->check(CLI::Range(1, 1024));

@@ -44,16 +44,23 @@ Scenario LoadScenarioOrDefault(const std::string& path, const std::vector<std::s
 }
 
 // One line on stderr when the profile was calibrated on another machine (the static facts of
-// hw/foreign_host.h: CPU model, count, L3; `validate` also probes the bandwidth).
+// hw/foreign_host.h: CPU model, count, L3; `validate` also probes the bandwidth), and one when it
+// was calibrated with other KV pages than the scenario's.
 void WarnIfForeignProfile(const PreparedRun& prepared, const HostInfo& host) {
   if (!prepared.profile.measured_on) return;
   const std::optional<std::string> why =
       ForeignHostDifference(IdentityOf(*prepared.profile.measured_on), IdentityOf(host));
-  if (!why) return;
-  std::fprintf(stderr,
-               "feather: warning: profile %s was %s; its step times describe that machine "
-               "(calibrate this one: feather calibrate --target cpu --out PROFILE.yaml)\n",
-               prepared.profile_file.c_str(), why->c_str());
+  if (why) {
+    std::fprintf(stderr,
+                 "feather: warning: profile %s was %s; its step times describe that machine "
+                 "(calibrate this one: feather calibrate --target cpu --out PROFILE.yaml)\n",
+                 prepared.profile_file.c_str(), why->c_str());
+  }
+  if (const std::optional<std::string> pages =
+          BlockTokensDifference(*prepared.profile.measured_on, prepared.serving.block_tokens)) {
+    std::fprintf(stderr, "feather: warning: profile %s was %s\n", prepared.profile_file.c_str(),
+                 pages->c_str());
+  }
 }
 
 // Provenance for summary.json: the build and the machine, without the date, so two runs of one

@@ -183,6 +183,24 @@ std::string CheckProfileHost(const ValidateCommandOptions& options, const std::s
   return "foreign: " + *why;
 }
 
+// Whether --profile was calibrated with the scenario's KV page size (hw/foreign_host.h
+// BlockTokensDifference): "same pages (N tokens)", "not recorded" (a spec profile), or the
+// difference, refused unless --allow-foreign-profile as a foreign host is: the decode and cascade
+// terms were fitted to kernels reading other pages.
+std::string CheckProfileBlockTokens(const ValidateCommandOptions& options, const std::string& name,
+                                    const DeviceProfile& profile, uint32_t block_tokens) {
+  if (!profile.measured_on) return "not recorded";
+  const std::optional<std::string> why = BlockTokensDifference(*profile.measured_on, block_tokens);
+  if (!why) return "same pages (" + std::to_string(block_tokens) + " tokens)";
+  if (!options.allow_foreign_profile) {
+    throw std::invalid_argument("--profile " + name + ": " + *why +
+                                "; or pass --allow-foreign-profile");
+  }
+  std::fprintf(stderr, "feather: warning: --profile %s: %s (allowed by --allow-foreign-profile)\n",
+               name.c_str(), why->c_str());
+  return "foreign: " + *why;
+}
+
 // The machine's speed around the measured runs against the probes the profile recorded
 // (issue 20: this project's VM moved its GEMM speed by ~9 % within minutes, a validation's whole
 // throughput budget, and a miss must say whether the model or the machine moved). The probes of
@@ -244,6 +262,10 @@ class HostProbes {
       primed_ = profile.measured_on->row_order == "primed";
     }
     step_grid_ = StepProbeGrid();
+    // The profile's page size, so that the step probe's engine reads KV as calibration's did.
+    if (profile.measured_on) {
+      calib::SetGridBlockTokens(step_grid_, CalibratedBlockTokens(*profile.measured_on));
+    }
     step_pool_blocks_ = calib::LargestStepBlocks(step_grid_);
   }
 
@@ -482,6 +504,8 @@ int Validate(const ValidateCommandOptions& options, std::ostream& out) {
     o.push_back("profile=" + options.profile_path);
     return o;
   }()));
+  const std::string block_check = CheckProfileBlockTokens(options, profile_text.display_name,
+                                                          profile, priced.serving.block_tokens);
   HostProbes host_probes(options, profile, priced.model);
   host_probes.Take("before " + measured_names.front());
   const std::string host_check = CheckProfileHost(options, profile_text.display_name, profile,
@@ -526,6 +550,7 @@ int Validate(const ValidateCommandOptions& options, std::ostream& out) {
   validation["scenario"] = options.scenario_path;
   validation["profile"] = options.profile_path;
   validation["profile_host_check"] = host_check;
+  validation["profile_block_tokens_check"] = block_check;
   validation["host_probes"] = host_probes.ToJson();
   validation["overrides"] = options.overrides;
   validation["runs"] = {

@@ -141,4 +141,19 @@ std::optional<std::string> ForeignHostDifference(const HostIdentity& profile,
          " (they differ in " + what + ")";
 }
 
+uint32_t CalibratedBlockTokens(const ProfileMeasuredOn& measured_on) {
+  return measured_on.block_tokens > 0 ? measured_on.block_tokens : 16;
+}
+
+std::optional<std::string> BlockTokensDifference(const ProfileMeasuredOn& measured_on,
+                                                 uint32_t block_tokens) {
+  const uint32_t calibrated = CalibratedBlockTokens(measured_on);
+  if (calibrated == block_tokens) return std::nullopt;
+  return "calibrated with " + std::to_string(calibrated) + "-token KV pages; this run uses " +
+         std::to_string(block_tokens) +
+         " (serving.block_tokens), whose kernels read at another "
+         "rate (calibrate with these pages: feather calibrate --block-tokens " +
+         std::to_string(block_tokens) + ")";
+}
+
 }  // namespace feather

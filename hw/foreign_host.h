@@ -96,4 +96,16 @@ struct HostIdentity {
 [[nodiscard]] std::optional<std::string> ForeignHostDifference(const HostIdentity& profile,
                                                                const HostIdentity& host);
 
+// The KV page size a calibration timed its engine with: measured_on.block_tokens, or 16 where it
+// is not recorded (every calibration before 2026-12-07 ran 16-token pages).
+[[nodiscard]] uint32_t CalibratedBlockTokens(const ProfileMeasuredOn& measured_on);
+
+// Why a profile calibrated with one page size does not price a run with `block_tokens`-token
+// pages (serving.block_tokens), one line naming both sizes and the calibration that would; nullopt
+// when they agree. Not a fact of the machine but of the layout the kernels read: the same CPU
+// decoded 128-token pages 1.05-1.4x faster than 16-token ones on a Zen 4 VM
+// (hw/README.md, "Page size"), and the decode and cascade terms were fitted to one of them.
+[[nodiscard]] std::optional<std::string> BlockTokensDifference(const ProfileMeasuredOn& measured_on,
+                                                               uint32_t block_tokens);
+
 }  // namespace feather

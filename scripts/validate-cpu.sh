@@ -6,6 +6,8 @@
 #                           [--profile PROFILE.yaml]   (skip calibration, validate against it)
 #                           [--allow-foreign-profile]  (passed to validate: on a loaded VM the
 #                           DRAM probe of the same host can drift past hw/foreign_host.h's 40 %)
+#                           [--block-tokens N]  (KV pages of N tokens: calibrate --block-tokens N
+#                           and the scenarios' serving.block_tokens=N; default their 16)
 # --quick and --primed go to calibrate. Writes OUT_DIR/cpu.yaml + cpu-rows.csv +
 # cpu-passes.csv (calibrate), OUT_DIR/<scenario>/ (validate: its validation.json,
 # same-plan-rows.csv, run folders), OUT_DIR/host.json (`feather info --json`) and
@@ -16,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 feather="${FEATHER:-build/release/feather}"
 out="$1"; shift
-allow=(); quick=(); repeat=3; model_repeat=""; requests=(); profile=""
+allow=(); quick=(); repeat=3; model_repeat=""; requests=(); profile=""; pages=(); block=()
 while [[ $# -gt 0 ]]; do
   case "$1" in
     --quick) quick=(--quick); shift ;;
@@ -26,6 +28,7 @@ while [[ $# -gt 0 ]]; do
     --requests) requests=(--set "workload.requests=$2"); shift 2 ;;
     --profile) profile="$2"; shift 2 ;;
     --allow-foreign-profile) allow=(--allow-foreign-profile); shift ;;
+    --block-tokens) block=(--block-tokens "$2"); pages=(--set "serving.block_tokens=$2"); shift 2 ;;
     *) echo "validate-cpu.sh: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -39,14 +42,14 @@ step() {  # step NAME COMMAND...: runs it with the load before and after in load
 }
 if [[ -z "$profile" ]]; then
   profile="$out/cpu.yaml"
-  step calibrate "$feather" calibrate --target cpu "${quick[@]}" --out "$profile" \
-    > "$out/calibrate.log"
+  step calibrate "$feather" calibrate --target cpu "${quick[@]}" "${block[@]}" \
+    --out "$profile" > "$out/calibrate.log"
 fi
 extra=()
 [[ -n "$model_repeat" ]] && extra=(--model-repeat "$model_repeat")
 for scenario in default no-sharing groups-20; do
   step "validate-$scenario" "$feather" validate "scenarios/validation/$scenario.yaml" \
     --profile "$profile" --out "$out/$scenario" --repeat "$repeat" "${extra[@]}" "${allow[@]}" \
-    "${requests[@]}" > "$out/$scenario.txt"
+    "${requests[@]}" "${pages[@]}" > "$out/$scenario.txt"
   cat "$out/$scenario.txt"
 done

@@ -84,6 +84,11 @@ struct ProfileMeasuredOn {
   // range, not near its top. 0 = not recorded (profiles before 2026-12-04): the range is
   // read_bw_bytes_per_s alone.
   double read_bw_low_bytes_per_s = 0;
+  // Tokens per KV page of the engine calibration timed (`calibrate --block-tokens`): the decode
+  // and cascade kernels read each page's K and V as runs of block_tokens · head_dim elements a kv
+  // head, and how fast a scattered walk reads depends on that run (hw/README.md, "Page size").
+  // 0 = not recorded (profiles before 2026-12-07): 16, the only size calibration ran before.
+  uint32_t block_tokens = 0;
   friend bool operator==(const ProfileMeasuredOn&, const ProfileMeasuredOn&) = default;
 };
 

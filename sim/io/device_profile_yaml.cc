@@ -155,6 +155,7 @@ void ReadMeasuredOn(MapReader& root, DeviceProfile& profile) {
   if (!m.probes.empty() && m.probes != "full" && m.probes != "quick") {
     reader.Add(reader.Value("probes"), "probes", "expected full or quick, got '" + m.probes + "'");
   }
+  reader.Integer("block_tokens", m.block_tokens, 1, 1 << 16);
   profile.measured_on = std::move(m);
 }
 
@@ -419,6 +420,7 @@ std::string DeviceProfileToYaml(const DeviceProfile& profile) {
     }
     if (!m->gemm_weights.empty()) out += "  gemm_weights: " + m->gemm_weights + "\n";
     if (!m->row_order.empty()) out += "  row_order: " + m->row_order + "\n";
+    if (m->block_tokens > 0) out += "  block_tokens: " + std::to_string(m->block_tokens) + "\n";
   }
   if (const std::optional<ProfileFit>& fit = profile.fit) {
     out += "fit:\n";

@@ -5,9 +5,14 @@
 
 #include <gtest/gtest.h>
 
+#include <stdexcept>
+#include <string>
+#include <vector>
+
 #include "hw/attention_internal.h"
 #include "hw/gemm.h"
 #include "hw/host_info.h"
+#include "sim/io/model_config_yaml.h"
 
 namespace feather::calib {
 namespace {
@@ -133,6 +138,38 @@ TEST(CpuCalibrationTest, WeightProbeReadsTheWeightsWorkingSet) {
           << p.origins[i].note;
     }
   }
+}
+
+// `calibrate --block-tokens`: the grid's steps on other pages run on an engine of those pages
+// (each step's table then holds fewer, longer pages), and a grid that mixes sizes is refused.
+TEST(CpuCalibrationTest, TheGridRunsOnTheEngineOfItsPageSize) {
+  const ModelConfig model =
+      LoadModelConfig(std::string(FEATHER_SOURCE_DIR) + "/tests/hw/data/cpu-tiny.yaml");
+  std::vector<GridPoint> grid(2);
+  grid[0].spec.decode_requests = 4;
+  grid[0].spec.suffix_tokens = 100;
+  grid[0].cascade = false;
+  grid[0].label = "decode";
+  grid[1].spec.decode_requests = 4;
+  grid[1].spec.groups = 1;
+  grid[1].spec.shared_prefix_tokens = 96;
+  grid[1].spec.suffix_tokens = 20;
+  grid[1].label = "shared";
+  SetGridBlockTokens(grid, 32);
+  for (const GridPoint& point : grid) EXPECT_EQ(point.spec.block_tokens, 32u);
+  EXPECT_EQ(hw::MakeSyntheticBatch(grid[0].spec).tables[0].size(), 4u);  // ceil(101 / 32)
+  // The shared step's prefix is three whole 32-token pages.
+  EXPECT_EQ(hw::MakeSyntheticBatch(grid[1].spec).plan.common_prefix_tokens, 96u);
+  const uint64_t pool = LargestStepBlocks(grid) + 4;
+  const std::vector<StepMeasurement> measured = MeasureCpuGrid(
+      grid, model, pool, 1, hw::GemmBackend::kEigen, 1, [] {}, [](int) {});
+  ASSERT_EQ(measured.size(), 2u);
+  for (const StepMeasurement& m : measured) EXPECT_GT(m.row.measured.total_ns, 0);
+
+  grid[1].spec.block_tokens = 16;
+  EXPECT_THROW((void)MeasureCpuGrid(
+                   grid, model, pool, 1, hw::GemmBackend::kEigen, 1, [] {}, [](int) {}),
+               std::invalid_argument);
 }
 
 }  // namespace

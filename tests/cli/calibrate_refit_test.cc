@@ -239,5 +239,23 @@ TEST_F(CalibrateRefitTest, RatioRowsFitJointlyAndBadNamesExit2) {
   EXPECT_THAT(bad_id.err, HasSubstr("no ratio row has the id 'exp9'"));
 }
 
+// --block-tokens belongs to a live CPU calibration: out of range, beside --refit (the rows were
+// measured already) or with the cuda target (whose grid runs 16-token pages) it exits 2 before
+// anything is measured, and writes nothing.
+TEST_F(CalibrateRefitTest, BlockTokensIsRefusedWhereNoLiveCpuGridRuns) {
+  const fs::path out = dir_ / "never.yaml";
+  const RunResult zero = RunFeather({"calibrate", "--block-tokens", "0", "--out", out.string()});
+  EXPECT_EQ(zero.exit_code, 2) << zero.err;
+  const RunResult refit =
+      RunFeather({"calibrate", "--refit", kRows, "--block-tokens", "128", "--out", out.string()});
+  EXPECT_EQ(refit.exit_code, 2) << refit.err;
+  EXPECT_THAT(refit.err, HasSubstr("--block-tokens"));
+  const RunResult cuda =
+      RunFeather({"calibrate", "--target", "cuda", "--block-tokens", "128", "--out", out.string()});
+  EXPECT_EQ(cuda.exit_code, 2) << cuda.err;
+  EXPECT_THAT(cuda.err, HasSubstr("16-token pages only"));
+  EXPECT_FALSE(fs::exists(out));
+}
+
 }  // namespace
 }  // namespace feather

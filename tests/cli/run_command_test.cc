@@ -123,6 +123,27 @@ TEST_F(RunCommandTest, AProfileOnDiskWinsOverTheBuiltInOneAndTheSummarySaysWhich
   EXPECT_EQ(std::count(on_disk.err.begin(), on_disk.err.end(), '\n'), 1) << on_disk.err;
 }
 
+// A measured profile used with other KV pages than it was calibrated with: one warning line
+// naming both sizes and the calibration that fits; none with its own pages.
+TEST_F(RunCommandTest, AProfileOfOtherPagesWarnsOnce) {
+  const std::vector<std::string> base = {"run",         "--set", "workload.requests=5", "--set",
+                                         "profile=cpu", "--set", "model=cpu-small"};
+  std::vector<std::string> other = base;
+  other.insert(other.end(), {"--set", "serving.block_tokens=128", "--out", "pages"});
+  const RunResult warned = RunFeather(other, dir_.string());
+  ASSERT_EQ(warned.exit_code, 0) << warned.err;
+  EXPECT_THAT(warned.err, HasSubstr("calibrated with 16-token KV pages; this run uses 128 "
+                                    "(serving.block_tokens)"));
+  EXPECT_THAT(warned.err, HasSubstr("feather calibrate --block-tokens 128"));
+  // (The built-in profile may also be foreign to this machine: that is a line of its own.)
+  EXPECT_EQ(warned.err.find("KV pages"), warned.err.rfind("KV pages")) << warned.err;
+  std::vector<std::string> same = base;
+  same.insert(same.end(), {"--out", "same"});
+  const RunResult quiet = RunFeather(same, dir_.string());
+  ASSERT_EQ(quiet.exit_code, 0) << quiet.err;
+  EXPECT_THAT(quiet.err, Not(HasSubstr("KV pages")));
+}
+
 TEST_F(RunCommandTest, SameSeedGivesByteIdenticalSummary) {
   ASSERT_EQ(RunFeather(Small({"run", "--out", (dir_ / "a").string()})).exit_code, 0);
   ASSERT_EQ(RunFeather(Small({"run", "--out", (dir_ / "b").string()})).exit_code, 0);

@@ -86,6 +86,38 @@ TEST(ValidateCommandTest, AProfileOfAnotherMachineIsRefused) {
   fs::remove_all(dir);
 }
 
+// A profile calibrated with other KV pages than the scenario's is refused the same way, naming
+// both page sizes and the calibration that would fit; with --allow-foreign-profile it runs and
+// validation.json says so.
+TEST(ValidateCommandTest, AProfileOfOtherPagesIsRefused) {
+  const fs::path dir = fs::path(::testing::TempDir()) / "feather_validate_pages";
+  fs::remove_all(dir);
+  std::vector<std::string> args = TinyValidateArgs(dir / "refused", "1");
+  args.erase(std::find(args.begin(), args.end(), "--allow-foreign-profile"));
+  args.insert(args.end(), {"--set", "serving.block_tokens=32"});
+  const test::RunResult refused = test::RunFeather(args);
+  EXPECT_EQ(refused.exit_code, 2);
+  EXPECT_THAT(refused.err,
+              ::testing::HasSubstr("calibrated with 16-token KV pages; this run uses 32"));
+  EXPECT_THAT(refused.err, ::testing::HasSubstr("feather calibrate --block-tokens 32"));
+  EXPECT_FALSE(fs::exists(dir / "refused"));
+
+  std::vector<std::string> allowed = TinyValidateArgs(dir / "allowed", "1");
+  allowed.insert(allowed.end(), {"--set", "serving.block_tokens=32"});
+  const test::RunResult run = test::RunFeather(allowed);
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const nlohmann::json validation = ReadJson(dir / "allowed" / "validation.json");
+  EXPECT_THAT(validation["profile_block_tokens_check"].get<std::string>(),
+              ::testing::StartsWith("foreign: calibrated with 16-token KV pages"));
+  const nlohmann::json same = ReadJson([&] {
+    const test::RunResult plain = test::RunFeather(TinyValidateArgs(dir / "same", "1"));
+    EXPECT_EQ(plain.exit_code, 0) << plain.err;
+    return dir / "same" / "validation.json";
+  }());
+  EXPECT_EQ(same["profile_block_tokens_check"], "same pages (16 tokens)");
+  fs::remove_all(dir);
+}
+
 TEST(ValidateCommandTest, RepeatedMeasuredRunsAreAveragedAndKept) {
   const fs::path out = fs::path(::testing::TempDir()) / "feather_validate_repeat";
   fs::remove_all(out);

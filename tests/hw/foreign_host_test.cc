@@ -187,5 +187,23 @@ TEST(ForeignHost, ProfileFactsRoundTripThroughYaml) {
   }
 }
 
+// A profile's page size: recorded, or 16 (every calibration before the field); any other size in
+// the run is named with both sizes and the calibration that fits.
+TEST(BlockTokens, AnUnrecordedSizeIsSixteenAndAnotherSizeIsNamed) {
+  ProfileMeasuredOn old;
+  EXPECT_EQ(CalibratedBlockTokens(old), 16u);
+  EXPECT_EQ(BlockTokensDifference(old, 16), std::nullopt);
+  const std::optional<std::string> why = BlockTokensDifference(old, 128);
+  ASSERT_TRUE(why.has_value());
+  EXPECT_THAT(*why, HasSubstr("calibrated with 16-token KV pages; this run uses 128"));
+  EXPECT_THAT(*why, HasSubstr("feather calibrate --block-tokens 128"));
+  ProfileMeasuredOn large;
+  large.block_tokens = 128;
+  EXPECT_EQ(CalibratedBlockTokens(large), 128u);
+  EXPECT_EQ(BlockTokensDifference(large, 128), std::nullopt);
+  EXPECT_THAT(BlockTokensDifference(large, 16).value_or(""),
+              HasSubstr("calibrated with 128-token KV pages; this run uses 16"));
+}
+
 }  // namespace
 }  // namespace feather

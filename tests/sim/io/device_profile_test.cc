@@ -315,6 +315,7 @@ DeviceProfile SmallWrittenProfile() {
   p.measured_on->decode_prefetch_bytes = 4096;
   p.measured_on->gemm_weights = "packed";
   p.measured_on->row_order = "primed";
+  p.measured_on->block_tokens = 128;
   ProfileFit fit;
   fit.fit_mape = 0.0123456789012345678;
   fit.holdout_mape = 0.02;
@@ -409,6 +410,7 @@ TEST(DeviceProfileWriter, MeasuredOnErrorsNameLineAndKey) {
   text = Replaced(text, "  threads: 2\n", "  threads: 0\n  cores: 2\n");
   text = Replaced(text, "  probes: quick\n", "  probes: fast\n");
   text = Replaced(text, "  row_order: primed\n", "  row_order: shuffled\n");
+  text = Replaced(text, "  block_tokens: 128\n", "  block_tokens: 0\n");
   const auto problems = ProblemsOf([&] { (void)ParseDeviceProfile(text, "m.yaml"); });
   const std::string all = Render(problems);
   EXPECT_TRUE(
@@ -428,7 +430,10 @@ TEST(DeviceProfileWriter, MeasuredOnErrorsNameLineAndKey) {
   EXPECT_TRUE(Has(problems, LineOfText(text, "row_order: shuffled"), "measured_on.row_order",
                   "expected primed or interleaved, got 'shuffled'"))
       << all;
-  EXPECT_EQ(problems.size(), 7u) << all;
+  EXPECT_TRUE(Has(problems, LineOfText(text, "block_tokens: 0"), "measured_on.block_tokens",
+                  "out of range"))
+      << all;
+  EXPECT_EQ(problems.size(), 8u) << all;
 
   const auto missing = ProblemsOf([] {
     (void)ParseDeviceProfile(GoldenWith("  kernel_variant: \"avx2+fma, openmp 2 threads, "
