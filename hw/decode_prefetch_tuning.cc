@@ -13,6 +13,7 @@
 
 #include "base/rng.h"
 #include "hw/aligned_memory.h"
+#include "hw/attention_internal.h"
 
 namespace feather::hw {
 namespace {
@@ -107,7 +108,10 @@ DecodePrefetchTuning TuneDecodePrefetch(const DecodePrefetchTuneOptions& options
   DecodeWorkspace workspace;
 
   DecodePrefetchTuning tuning;
-  tuning.tile_bytes = size_t{options.block_tokens} * options.head_dim * KvDtypeBytes(options.dtype);
+  // The kernels' tile: at most kTileTokens rows of a page (pages of 64 or 128 tokens are walked in
+  // 16-row tiles), so the candidates stay 1-8 tiles ahead whatever the page size.
+  const uint32_t tile_tokens = std::min(options.block_tokens, attention_internal::kTileTokens);
+  tuning.tile_bytes = size_t{tile_tokens} * options.head_dim * KvDtypeBytes(options.dtype);
   tuning.kv_bytes = 2 * requests * size_t{kTokensPerRequest} * options.kv_heads * options.head_dim *
                     KvDtypeBytes(options.dtype);
   tuning.num_threads = params.num_threads;

@@ -14,7 +14,8 @@
 // request, physical blocks in a seeded random order over a pool of `pool_bytes` (≫ the LLC), is
 // decoded with each candidate lookahead in turn, `rounds` times, the candidates' order rotating
 // each round so that a machine drifting over seconds reaches all of them alike. Candidates are
-// whole tiles ahead (1, 2, 4, 8 tiles of block_tokens × head_dim × dtype bytes; the kernel rounds
+// whole tiles ahead (1, 2, 4, 8 tiles of min(block_tokens, 16) × head_dim × dtype bytes, the
+// kernels' tile: a longer page is walked in 16-row tiles; the kernel rounds
 // any setting up to whole tiles, so other values add nothing). The winner is the candidate with
 // the highest median rate. Every candidate's output is also compared with the first one's: a
 // prefetch changes timing only, so any difference is a kernel bug (verification kVerifyFailed,

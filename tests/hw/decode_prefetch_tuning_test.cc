@@ -10,6 +10,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <stdexcept>
 
@@ -49,6 +50,24 @@ TEST(DecodePrefetchTuningTest, TimesEveryWholeTileCandidateAndPicksTheFastestMed
       }
     }
     EXPECT_TRUE(winner_found) << tuning.best_bytes;
+  }
+  SetDecodePrefetchBytes(0);
+}
+
+// Pages longer than the kernels' 16-row tile are walked in such tiles, so the candidates stay
+// 1-8 kernel tiles ahead (a 128-token page's own 32 KiB would put them 8-64 tiles ahead), and
+// pages shorter than a tile make shorter tiles.
+TEST(DecodePrefetchTuningTest, CandidatesCountTheKernelsTilesWhateverThePageSize) {
+  for (const uint32_t block_tokens : {8u, 16u, 128u}) {
+    DecodePrefetchTuneOptions options = DecodePrefetchTuneOptions::Quick();
+    options.block_tokens = block_tokens;
+    options.num_threads = 1;
+    const DecodePrefetchTuning tuning = TuneDecodePrefetch(options);
+    const size_t tile = size_t{std::min(block_tokens, 16u)} * 64 * 4;
+    EXPECT_EQ(tuning.tile_bytes, tile) << block_tokens;
+    ASSERT_EQ(tuning.candidates.size(), 4u);
+    EXPECT_EQ(tuning.candidates.back().bytes, 8 * tile) << block_tokens;
+    EXPECT_EQ(tuning.verification, Verification::kOk) << block_tokens;
   }
   SetDecodePrefetchBytes(0);
 }
