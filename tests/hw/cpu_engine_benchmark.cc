@@ -13,8 +13,13 @@
 // a second grid uses OpenBLAS for comparison.
 //
 // Run: build/tests/cpu_engine_benchmark (arguments: requests, groups, cascade, backend
-// 0 eigen | 1 blas), e.g. --benchmark_filter='BM_DecodeStep/requests:128/'. On a shared
-// machine, give it the cores first: the numbers assume no other process competes.
+// 0 eigen | 1 blas, block: tokens per KV page), e.g. --benchmark_filter='BM_DecodeStep/requests:128/'.
+// The page sizes side by side (16, the shipped scenarios'; 128, vLLM's CPU backend default;
+// hw/README.md "Page size"), repetitions interleaved:
+//   cpu_engine_benchmark --benchmark_filter='BM_DecodeStep/requests:(32|128)/groups:0/.*/backend:0/'
+//     --benchmark_repetitions=5 --benchmark_enable_random_interleaving=true
+//     --benchmark_report_aggregates_only=true
+// On a shared machine, give it the cores first: the numbers assume no other process competes.
 #include <benchmark/benchmark.h>
 
 #include <array>
@@ -39,8 +44,11 @@ constexpr uint32_t kContextTokens = 1000;
 constexpr uint32_t kSharedPrefixTokens = 960;
 constexpr uint32_t kBlockTokens = 16;
 constexpr uint32_t kMaxRequests = 128;
-// Enough for the largest batch without sharing: 128 × ceil(1001 / 16) blocks.
-constexpr uint64_t kPoolBlocks = kMaxRequests * ((kContextTokens + kBlockTokens) / kBlockTokens);
+// Enough for the largest batch without sharing: 128 × ceil(1001 / block_tokens) blocks.
+constexpr uint64_t PoolBlocks(uint32_t block_tokens) {
+  return kMaxRequests * ((kContextTokens + block_tokens) / block_tokens);
+}
+constexpr uint64_t kPoolBlocks = PoolBlocks(kBlockTokens);
 
 const ModelConfig& CpuSmall() {
   static const ModelConfig model = [] {
@@ -50,19 +58,20 @@ const ModelConfig& CpuSmall() {
   return model;
 }
 
-// One engine per (cascade, backend), kept across benchmarks: building one allocates ~250 MB of
-// weights and ~1 GB of KV pool.
-CpuEngine& EngineFor(bool cascade, GemmBackend backend) {
-  static std::map<std::pair<bool, GemmBackend>, std::unique_ptr<CpuEngine>> engines;
-  auto& slot = engines[{cascade, backend}];
+// One engine per (cascade, backend, page size), kept across benchmarks: building one allocates
+// ~250 MB of weights and ~1 GB of KV pool.
+CpuEngine& EngineFor(bool cascade, GemmBackend backend, uint32_t block_tokens = kBlockTokens) {
+  static std::map<std::tuple<bool, GemmBackend, uint32_t>, std::unique_ptr<CpuEngine>> engines;
+  auto& slot = engines[{cascade, backend, block_tokens}];
   if (!slot) {
     // Only one engine alive at a time, to keep the benchmark's memory bounded.
     engines.clear();
     CpuEngineOptions options;
     options.cascade_attention = cascade;
     options.gemm_backend = backend;
-    auto& fresh = engines[{cascade, backend}];
-    fresh = std::make_unique<CpuEngine>(CpuSmall(), kPoolBlocks, kBlockTokens, options);
+    auto& fresh = engines[{cascade, backend, block_tokens}];
+    fresh = std::make_unique<CpuEngine>(CpuSmall(), PoolBlocks(block_tokens), block_tokens,
+                                        options);
     return *fresh;
   }
   return *slot;
@@ -73,15 +82,16 @@ void BM_DecodeStep(benchmark::State& state) {
   const auto groups = static_cast<uint32_t>(state.range(1));
   const bool cascade = state.range(2) != 0;
   const auto backend = static_cast<GemmBackend>(state.range(3));
+  const auto block_tokens = static_cast<uint32_t>(state.range(4));
   SyntheticBatchSpec spec;
-  spec.block_tokens = kBlockTokens;
+  spec.block_tokens = block_tokens;
   spec.decode_requests = requests;
   spec.groups = groups;
   spec.shared_prefix_tokens = groups > 0 ? kSharedPrefixTokens : 0;
   spec.suffix_tokens = kContextTokens - spec.shared_prefix_tokens;
-  spec.pool_blocks = kPoolBlocks;
+  spec.pool_blocks = PoolBlocks(block_tokens);
   const SyntheticBatch batch = MakeSyntheticBatch(spec);
-  CpuEngine& engine = EngineFor(cascade, backend);
+  CpuEngine& engine = EngineFor(cascade, backend, block_tokens);
 
   (void)engine.Execute(batch.plan);  // warm-up: first touch of buffers, RoPE table
   std::array<double, kNumStepTerms> term_ns{};
@@ -118,20 +128,25 @@ void Grid(benchmark::internal::Benchmark* bench) {
     for (const int64_t cascade : {1, 0}) {
       if (groups != 1 && cascade == 0) continue;  // no common prefix: cascade never applies
       for (const int64_t requests : {1, 8, 32, 128}) {
-        bench->Args({requests, groups, cascade, static_cast<int64_t>(GemmBackend::kEigen)});
+        bench->Args({requests, groups, cascade, static_cast<int64_t>(GemmBackend::kEigen), 16});
       }
     }
   }
   // OpenBLAS on the no-sharing grid: its pthread workers and the kernels' OpenMP workers spin
   // on the same cores between calls (see cli/engines.cc for what that costs).
   for (const int64_t requests : {1, 8, 32, 128}) {
-    bench->Args({requests, 0, 1, static_cast<int64_t>(GemmBackend::kBlas)});
+    bench->Args({requests, 0, 1, static_cast<int64_t>(GemmBackend::kBlas), 16});
+  }
+  // vLLM's CPU page size beside the default one, without sharing (where decode attention's share
+  // of the step is largest).
+  for (const int64_t requests : {32, 128}) {
+    bench->Args({requests, 0, 1, static_cast<int64_t>(GemmBackend::kEigen), 128});
   }
 }
 
 BENCHMARK(BM_DecodeStep)
     ->Apply(Grid)
-    ->ArgNames({"requests", "groups", "cascade", "backend"})
+    ->ArgNames({"requests", "groups", "cascade", "backend", "block"})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
