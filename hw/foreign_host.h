@@ -102,9 +102,11 @@ struct HostIdentity {
 
 // Why a profile calibrated with one page size does not price a run with `block_tokens`-token
 // pages (serving.block_tokens), one line naming both sizes and the calibration that would; nullopt
-// when they agree. Not a fact of the machine but of the layout the kernels read: the same CPU
-// decoded 128-token pages 1.05-1.4x faster than 16-token ones on a Zen 4 VM
-// (hw/README.md, "Page size"), and the decode and cascade terms were fitted to one of them.
+// when they agree. Not a fact of the machine but of the layout the kernels read: the decode
+// benchmark's narrow shape read 128-token pages 1.05-1.4x faster than 16-token ones on a Zen 4
+// VM, and a scattered walk of 64-token pages 1.2x faster on a Xeon (hw/README.md, "Page size";
+// cpu-small's engine step did not move on the Zen 4), and the decode and cascade terms were
+// fitted to one of them.
 [[nodiscard]] std::optional<std::string> BlockTokensDifference(const ProfileMeasuredOn& measured_on,
                                                                uint32_t block_tokens);
 
