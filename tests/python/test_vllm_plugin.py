@@ -323,3 +323,43 @@ def test_queue_keys_are_vllms_block_hashes():
     assert queue.keys_of(a) == [int.from_bytes(h[:8], "little") for h in a.block_hashes]
     assert queue.keys_of(a)[:2] == queue.keys_of(b)[:2] and len(queue.keys_of(a)) == 3
     assert block_key(a.block_hashes[0]) == queue.keys_of(a)[0]
+
+
+def _deferred_abort(scheduler, rid: int):
+    """A request aborted while the step that scheduled it is in flight, with vLLM deferring
+    frees (as it does beside an async KV connector): its blocks return to the pool only when that
+    step's output arrives. Returns the request's block ids that stay cached."""
+    from vllm.v1.request import RequestStatus
+
+    scheduler.defer_block_free = True
+    scheduler.add_request(conformance.make_vllm_request(rid, list(range(1, 65)), 4, 16))
+    step = scheduler.schedule()
+    assert str(rid) in step.num_scheduled_tokens
+    blocks = scheduler.kv_cache_manager.coordinator.single_type_managers[0].req_to_blocks[str(rid)]
+    cached = [b.block_id for b in blocks if b.block_hash is not None]
+    scheduler.finish_requests(str(rid), RequestStatus.FINISHED_ABORTED)
+    assert scheduler.deferred_frees, "vLLM did not defer the free"
+    return step, cached
+
+
+def test_a_deferred_free_is_accounted_when_the_blocks_return():
+    # The owner accounting sees vLLM's deferred frees too: the aborted request owns its cached
+    # blocks once they return to the pool, stays retained meanwhile, and is forgotten when one of
+    # them is evicted.
+    scheduler = _tiny_scheduler(PluginConfig(policy="always", retain_cached=True))
+    step, cached = _deferred_abort(scheduler, 0)
+    assert len(cached) == 4  # 64 prompt tokens in four full 16-token blocks
+    assert scheduler._owned.get("0", 0) == 0  # not yet returned
+    from vllm.v1.outputs import ModelRunnerOutput
+
+    # The step's output: the model ran the aborted request (vLLM drops its token).
+    scheduler.update_from_output(step, ModelRunnerOutput(
+        req_ids=["0"], req_id_to_index={"0": 0}, sampled_token_ids=[[conformance.SAMPLED_TOKEN]]))
+    assert not scheduler.deferred_frees
+    assert scheduler._owned.get("0") == 4
+    assert all(scheduler._owner_of[b] == "0" for b in cached)
+    queue = scheduler.waiting
+    assert "0" in queue._retained and queue.forgotten == 0
+    pool = scheduler.kv_cache_manager.block_pool
+    assert pool._maybe_evict_cached_block(pool.blocks[cached[-1]])
+    assert "0" not in queue._retained and queue.forgotten == 1

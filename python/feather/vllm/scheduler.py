@@ -77,7 +77,8 @@ default, or ``fcfs``: vLLM's order, still gated by the policy), ``policy`` (a na
 ``feather.make_stop_policy``), ``seed``, ``state_bins``, ``load`` (a saved policy), ``learning``,
 ``save`` (written at shutdown), ``retain_cached`` (the CHT's cached working set, feather's
 ``scheduler.cht_retain_cached``: finished requests stay in a second tree until vLLM's block pool
-evicts a block they released last; on by default, as in feather's scenarios), or ``scenario``
+evicts a block they released last, whether vLLM returns a request's blocks at once or defers the
+return past a step in flight; on by default, as in feather's scenarios), or ``scenario``
 (+ ``overrides``): the stop policy a feather scenario configures
 (``feather.stop_policy_from_scenario``; ``selector`` is still this file's).
 
@@ -716,11 +717,18 @@ class FeatherScheduler(Scheduler):
         return measured, None
 
     def _watch_cache(self) -> None:
-        """Wraps the block pool's eviction and the KV manager's free (both called through the
-        instance) with the owner accounting of the cached working set."""
+        """Wraps the block pool's eviction and frees and the KV manager's free and deferred-free
+        pop (all called through the instance) with the owner accounting of the cached working
+        set. A request's blocks return to the pool either at once (``KVCacheManager.free``) or,
+        where vLLM defers frees while a step that may write them is in flight (an async KV
+        connector, ``Scheduler._free_request_blocks``), when that step's output arrives
+        (``pop_blocks_for_free`` now, ``BlockPool.free_blocks`` of the popped blocks later): the
+        release is accounted when it happens, in both cases."""
         pool, manager = self._pool, self.kv_cache_manager
         evict, free = pool._maybe_evict_cached_block, manager.free
+        pop_for_free, free_blocks = manager.pop_blocks_for_free, pool.free_blocks
         blocks_of = manager.coordinator.single_type_managers[0].req_to_blocks
+        deferred: dict[int, str] = {}  # block id -> the request whose deferred free returns it
 
         def evict_and_report(block, *args: Any, **kwargs: Any) -> bool:
             evicted = evict(block, *args, **kwargs)
@@ -737,18 +745,54 @@ class FeatherScheduler(Scheduler):
                         if not b.is_null and b.ref_cnt == 1 and b.block_hash is not None]
             free(request)
             for block_id in released:
-                previous = self._owner_of.get(block_id)
-                if previous == rid:
-                    continue
-                if previous is not None:
-                    self._disown(previous)
-                self._owner_of[block_id] = rid
-                self._owned[rid] = self._owned.get(rid, 0) + 1
+                self._own(block_id, rid)
             if self._owned.get(rid, 0) == 0:
                 self.waiting.cache_lost(rid)
 
+        def pop_and_defer(request: Request) -> list:
+            blocks = pop_for_free(request)
+            for block in blocks:
+                if not block.is_null:
+                    deferred[block.block_id] = request.request_id
+            if not blocks:
+                self.waiting.cache_lost(request.request_id)  # it owns nothing, as free says
+            return blocks
+
+        def free_and_account_deferred(ordered_blocks: Any) -> None:
+            blocks = list(ordered_blocks)
+            free_blocks(blocks)
+            if not deferred:
+                return
+            releasers: list[str] = []
+            for block in blocks:
+                rid = deferred.get(block.block_id)
+                if rid is None:
+                    continue
+                if rid not in releasers:
+                    releasers.append(rid)
+                if block.ref_cnt > 0:
+                    continue  # another request still holds it: its release comes later
+                del deferred[block.block_id]
+                if block.block_hash is not None:
+                    self._own(block.block_id, rid)
+            for rid in releasers:
+                if self._owned.get(rid, 0) == 0:
+                    self.waiting.cache_lost(rid)
+
         pool._maybe_evict_cached_block = evict_and_report
         manager.free = free_and_account
+        manager.pop_blocks_for_free = pop_and_defer
+        pool.free_blocks = free_and_account_deferred
+
+    def _own(self, block_id: int, rid: str) -> None:
+        """Request `rid` released cached block `block_id` last: it owns it now."""
+        previous = self._owner_of.get(block_id)
+        if previous == rid:
+            return
+        if previous is not None:
+            self._disown(previous)
+        self._owner_of[block_id] = rid
+        self._owned[rid] = self._owned.get(rid, 0) + 1
 
     def _disown(self, owner: str) -> None:
         left = self._owned[owner] - 1
