@@ -154,6 +154,19 @@ HostSpeed ProbeHostSpeed(int threads, bool quick, bool gemm = true) {
           gemm ? hw::MeasurePeakGemmFlops(hw::DefaultGemmBackend(), threads, peak).flops_per_s : 0};
 }
 
+// A way --profile does not describe this run (`why`): refused, the message ending in `remedy`,
+// unless --allow-foreign-profile, which turns it into one warning line; returns the verdict
+// validation.json records, "foreign: WHY".
+std::string RefuseUnlessAllowed(const ValidateCommandOptions& options, const std::string& name,
+                                const std::string& why, const std::string& remedy) {
+  if (!options.allow_foreign_profile) {
+    throw std::invalid_argument("--profile " + name + ": " + why + "; " + remedy);
+  }
+  std::fprintf(stderr, "feather: warning: --profile %s: %s (allowed by --allow-foreign-profile)\n",
+               name.c_str(), why.c_str());
+  return "foreign: " + why;
+}
+
 // Whether --profile was measured on this machine (hw/foreign_host.h, with the DRAM read and GEMM
 // peak probes of this host: `speed` when they were just taken with the profile's thread count and
 // probe settings, else taken here): "same host", "not recorded" (a spec profile), or the
@@ -172,15 +185,10 @@ std::string CheckProfileHost(const ValidateCommandOptions& options, const std::s
       ForeignHostDifference(IdentityOf(*profile.measured_on, cpu ? profile.dense_flops_per_s : 0),
                             IdentityOf(ReadHostInfo(), speed->read_bw, speed->gemm_peak));
   if (!why) return "same host";
-  if (!options.allow_foreign_profile) {
-    throw std::invalid_argument(
-        "--profile " + name + ": " + *why +
-        "; calibrate this machine first (feather calibrate --target cpu --out PROFILE.yaml) or "
-        "pass --allow-foreign-profile");
-  }
-  std::fprintf(stderr, "feather: warning: --profile %s: %s (allowed by --allow-foreign-profile)\n",
-               name.c_str(), why->c_str());
-  return "foreign: " + *why;
+  return RefuseUnlessAllowed(
+      options, name, *why,
+      "calibrate this machine first (feather calibrate --target cpu --out PROFILE.yaml) or pass "
+      "--allow-foreign-profile");
 }
 
 // Whether --profile was calibrated with the scenario's KV page size (hw/foreign_host.h
@@ -192,13 +200,7 @@ std::string CheckProfileBlockTokens(const ValidateCommandOptions& options, const
   if (!profile.measured_on) return "not recorded";
   const std::optional<std::string> why = BlockTokensDifference(*profile.measured_on, block_tokens);
   if (!why) return "same pages (" + std::to_string(block_tokens) + " tokens)";
-  if (!options.allow_foreign_profile) {
-    throw std::invalid_argument("--profile " + name + ": " + *why +
-                                "; or pass --allow-foreign-profile");
-  }
-  std::fprintf(stderr, "feather: warning: --profile %s: %s (allowed by --allow-foreign-profile)\n",
-               name.c_str(), why->c_str());
-  return "foreign: " + *why;
+  return RefuseUnlessAllowed(options, name, *why, "or pass --allow-foreign-profile");
 }
 
 // The machine's speed around the measured runs against the probes the profile recorded

@@ -200,9 +200,8 @@ const uint64_t* ProbeWords() {
 // One pass of the probe: `threads` threads each sum their slice of the 1 GiB array. Returns the
 // bytes read.
 size_t ReadProbePass(size_t threads, size_t streams) {
-  constexpr size_t kWords = kProbeWords;
   const uint64_t* data = ProbeWords();
-  const size_t slice = kWords / threads;
+  const size_t slice = kProbeWords / threads;
   SumOnThreads(threads, [&](size_t t) { return SumSlice(data + t * slice, slice, streams); });
   return slice * threads * sizeof(uint64_t);
 }

@@ -746,8 +746,7 @@ class FeatherScheduler(Scheduler):
             free(request)
             for block_id in released:
                 self._own(block_id, rid)
-            if self._owned.get(rid, 0) == 0:
-                self.waiting.cache_lost(rid)
+            self._lose_if_owning_none(rid)
 
         def pop_and_defer(request: Request) -> list:
             blocks = pop_for_free(request)
@@ -759,10 +758,11 @@ class FeatherScheduler(Scheduler):
             return blocks
 
         def free_and_account_deferred(ordered_blocks: Any) -> None:
+            if not deferred:  # every free but a deferred one's: nothing to account here
+                free_blocks(ordered_blocks)
+                return
             blocks = list(ordered_blocks)
             free_blocks(blocks)
-            if not deferred:
-                return
             releasers: list[str] = []
             for block in blocks:
                 rid = deferred.get(block.block_id)
@@ -776,8 +776,7 @@ class FeatherScheduler(Scheduler):
                 if block.block_hash is not None:
                     self._own(block.block_id, rid)
             for rid in releasers:
-                if self._owned.get(rid, 0) == 0:
-                    self.waiting.cache_lost(rid)
+                self._lose_if_owning_none(rid)
 
         pool._maybe_evict_cached_block = evict_and_report
         manager.free = free_and_account
@@ -793,6 +792,11 @@ class FeatherScheduler(Scheduler):
             self._disown(previous)
         self._owner_of[block_id] = rid
         self._owned[rid] = self._owned.get(rid, 0) + 1
+
+    def _lose_if_owning_none(self, rid: str) -> None:
+        """After `rid` released its blocks: owning no cached block, the cached tree forgets it."""
+        if self._owned.get(rid, 0) == 0:
+            self.waiting.cache_lost(rid)
 
     def _disown(self, owner: str) -> None:
         left = self._owned[owner] - 1
